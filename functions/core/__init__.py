@@ -1,0 +1,1 @@
+"""Pure building blocks shared by every controller: no I/O, no Kubernetes client, no Flask."""

@@ -1,0 +1,1 @@
+"""Turns CloudEvents into level-triggered reconcile calls: registry, dispatch, HTTP apps."""

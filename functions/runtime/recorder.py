@@ -1,0 +1,77 @@
+"""Kubernetes Events about the objects handlers work on (what ``kubectl describe`` shows).
+
+Event names are derived from the involved object's uid, the reason and the message, so a
+redelivered CloudEvent that leads to the same Event bumps its count instead of adding another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from functions.core.errors import TemporaryError
+from functions.kube import resources
+from functions.kube.client import ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+class EventRecorder:
+    def __init__(self, kube: KubeClient, component: str) -> None:
+        self.kube = kube
+        self.component = component
+
+    def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        """Best effort: a failure to record is logged, never raised."""
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        uid = str(meta.get("uid", ""))
+        digest = hashlib.sha256(f"{uid}/{reason}/{message}".encode()).hexdigest()[:16]
+        name = f"{meta.get('name', 'object')}.{digest}"[:253]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace") or "",
+                "uid": uid,
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.kube.create(event, res=resources.EVENTS)
+        except ApiError as exc:
+            if exc.status != 409:
+                log.warning("cannot record event %s on %s: %s", reason, name, exc)
+                return
+            self._bump(namespace, name, now)
+        except TemporaryError as exc:
+            log.warning("cannot record event %s on %s: %s", reason, name, exc)
+
+    def _bump(self, namespace: str, name: str, now: str) -> None:
+        try:
+            current = self.kube.get(resources.EVENTS, name, namespace)
+            if current is None:
+                return
+            self.kube.patch(resources.EVENTS, name,
+                            {"count": int(current.get("count") or 1) + 1, "lastTimestamp": now},
+                            namespace)
+        except (ApiError, TemporaryError) as exc:
+            log.warning("cannot update event %s: %s", name, exc)

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Resolve (and build when missing) every binary the local control plane needs, and print one
+# directory that holds them all, suitable for KUBEBUILDER_ASSETS.
+#
+# Resolution order per binary: TEST_ASSET_<NAME> (e.g. TEST_ASSET_KUBE_APISERVER), then
+# $KUBEBUILDER_ASSETS/<name>, then the build cache below. A group of binaries is built only when
+# one of its members is not found, so users with setup-envtest binaries build only what envtest
+# lacks. Each group is built from a wrapper module under hack/ (go.mod + go.sum are committed),
+# under a lock, into a temporary directory that is moved into place with a completion stamp.
+#
+# Environment:
+#   TESTBIN_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/odh-training-functions)
+#   TESTBIN_ONLY    space-separated group names to resolve (default: all groups)
+# Output: the assembled directory on stdout; progress on stderr.
+set -euo pipefail
+
+export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache_root=${TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/odh-training-functions}
+mkdir -p "$cache_root"
+
+K8S_VERSION=v1.35.4
+ldflags_k8s() {
+  local major minor flags p
+  major=$(echo "$K8S_VERSION" | sed -E 's/^v([0-9]+)\..*/\1/')
+  minor=$(echo "$K8S_VERSION" | sed -E 's/^v[0-9]+\.([0-9]+)\..*/\1/')
+  flags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags="$flags -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    flags="$flags -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$flags"
+}
+
+# group -> "module dir|binary:package ..."
+declare -A GROUP_DIR=(
+  [etcd]=etcd-testbin
+  [kubernetes]=k8s-testbin
+  [kwok]=tools/kwok
+  [kustomize]=tools/kustomize
+  [knative]=tools/knative-adapter
+)
+declare -A GROUP_BINS=(
+  [etcd]="etcd:go.etcd.io/etcd/server/v3"
+  [kubernetes]="kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler kubectl:k8s.io/kubernetes/cmd/kubectl"
+  [kwok]="kwok:sigs.k8s.io/kwok/cmd/kwok"
+  [kustomize]="kustomize:sigs.k8s.io/kustomize/kustomize/v5"
+  [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter"
+)
+ALL_GROUPS="etcd kubernetes kwok kustomize knative"
+groups=${TESTBIN_ONLY:-$ALL_GROUPS}
+
+log() { echo "ensure-testbin: $*" >&2; }
+
+# A binary supplied by the user: TEST_ASSET_<UPPER_NAME> or $KUBEBUILDER_ASSETS/<name>.
+user_binary() {
+  local name=$1 var
+  var="TEST_ASSET_$(echo "$name" | tr 'a-z-' 'A-Z_')"
+  if [ -n "${!var:-}" ] && [ -x "${!var}" ]; then echo "${!var}"; return 0; fi
+  if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$name" ]; then
+    echo "$KUBEBUILDER_ASSETS/$name"; return 0
+  fi
+  return 1
+}
+
+group_key() {
+  local group=$1 dir=$here/${GROUP_DIR[$1]}
+  {
+    go version
+    cat "$dir/go.mod" "$dir/go.sum"
+    echo "${GROUP_BINS[$group]}"
+    [ "$group" = kubernetes ] && ldflags_k8s
+    echo "flags:-trimpath -tags=selinux,notest,grpcnotrace -pgo=off"
+  } | sha256sum | cut -c1-12
+}
+
+build_group() {
+  local group=$1 out=$2 dir=$here/${GROUP_DIR[$1]} entry name pkg ldflags tags start
+  ldflags="-s -w"; tags=""
+  if [ "$group" = kubernetes ]; then ldflags=$(ldflags_k8s); tags="-tags=selinux,notest,grpcnotrace"; fi
+  for entry in ${GROUP_BINS[$group]}; do
+    name=${entry%%:*}; pkg=${entry#*:}
+    start=$(date +%s)
+    log "building $name ($pkg) ..."
+    (cd "$dir" && go build -trimpath $tags -pgo=off -ldflags "$ldflags" -o "$out/$name" "$pkg")
+    log "built $name in $(( $(date +%s) - start ))s"
+  done
+  if [ "$group" = kwok ]; then
+    # kwok has no built-in stages; keep the module's stage files next to the binary.
+    local moddir
+    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    mkdir -p "$out/kwok-stages"
+    cp -r "$moddir/kustomize/stage/." "$out/kwok-stages/"
+    chmod -R u+w "$out/kwok-stages"
+  fi
+  if [ "$group" = knative ]; then
+    # The Knative Eventing CRDs (ApiServerSource, Broker, Trigger, PingSource) for dry-run tests.
+    local moddir
+    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' knative.dev/eventing)
+    mkdir -p "$out/knative-crds"
+    cp "$moddir"/config/core/resources/*.yaml "$out/knative-crds/" 2>/dev/null || true
+    chmod -R u+w "$out/knative-crds"
+  fi
+  (cd "$dir" && for b in "$out"/*; do [ -f "$b" ] && [ -x "$b" ] && go version -m "$b"; done) > "$out/BUILD-INFO"
+}
+
+ensure_group() {
+  local group=$1 key target tmp lock start
+  key=$(group_key "$group")
+  target=$cache_root/build/$group-$key
+  if [ -f "$target/.complete" ]; then echo "$target"; return 0; fi
+  mkdir -p "$cache_root/build"
+  lock=$cache_root/build/$group.lock
+  exec 9>"$lock"
+  flock 9
+  if [ ! -f "$target/.complete" ]; then
+    tmp=$(mktemp -d "$cache_root/build/.$group-XXXXXX")
+    start=$(date +%s)
+    if ! build_group "$group" "$tmp"; then
+      rm -rf "$tmp"
+      log "FAILED to build group '$group' (module hack/${GROUP_DIR[$group]})."
+      log "Fix the build, or point KUBEBUILDER_ASSETS / TEST_ASSET_* at prebuilt binaries."
+      exit 1
+    fi
+    echo "$(( $(date +%s) - start ))" > "$tmp/BUILD-SECONDS"
+    touch "$tmp/.complete"
+    rm -rf "$target"
+    mv "$tmp" "$target"
+    log "group $group ready in $target ($(cat "$target/BUILD-SECONDS")s)"
+  fi
+  flock -u 9
+  echo "$target"
+}
+
+# Data directories a group provides beside its binaries.
+declare -A GROUP_DATA=([kwok]=kwok-stages [knative]=knative-crds)
+
+declare -A resolved=()
+for group in $groups; do
+  missing=0
+  for entry in ${GROUP_BINS[$group]}; do
+    name=${entry%%:*}
+    if path=$(user_binary "$name"); then resolved[$name]=$path; else missing=1; fi
+  done
+  data=${GROUP_DATA[$group]:-}
+  if [ -n "$data" ]; then
+    if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -d "$KUBEBUILDER_ASSETS/$data" ]; then
+      resolved[$data]=$KUBEBUILDER_ASSETS/$data
+    else
+      missing=1
+    fi
+  fi
+  if [ "$missing" = 1 ]; then
+    dir=$(ensure_group "$group")
+    for entry in ${GROUP_BINS[$group]}; do
+      name=${entry%%:*}
+      [ -n "${resolved[$name]:-}" ] || resolved[$name]=$dir/$name
+    done
+    if [ -n "$data" ] && [ -z "${resolved[$data]:-}" ]; then resolved[$data]=$dir/$data; fi
+  fi
+done
+
+# Assemble one flat directory of symlinks, keyed by what it points at.
+manifest=$(for k in "${!resolved[@]}"; do echo "$k=${resolved[$k]}"; done | sort)
+assembled=$cache_root/bin/$(echo "$manifest" | sha256sum | cut -c1-12)
+if [ ! -f "$assembled/.complete" ]; then
+  tmp=$(mktemp -d "$cache_root/.bin-XXXXXX")
+  for k in "${!resolved[@]}"; do ln -s "${resolved[$k]}" "$tmp/$k"; done
+  echo "$manifest" > "$tmp/MANIFEST"
+  touch "$tmp/.complete"
+  mkdir -p "$cache_root/bin"
+  if ! mv -T "$tmp" "$assembled" 2>/dev/null; then rm -rf "$tmp"; fi
+fi
+echo "$assembled"

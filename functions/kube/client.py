@@ -9,6 +9,7 @@ errors) are retried a few times, honouring ``Retry-After``; when the budget is s
 
 from __future__ import annotations
 
+import builtins
 import json
 import random
 import threading
@@ -152,7 +153,7 @@ class KubeClient:
 
     def list(self, res: Resource, namespace: str | None = None, *,
              label_selector: str | None = None, field_selector: str | None = None,
-             page_size: int = 500) -> list[Obj]:
+             page_size: int = 500) -> builtins.list[Obj]:
         """Every object of a collection (all pages), with ``apiVersion``/``kind`` filled in."""
         return list(self.iter_list(res, namespace, label_selector=label_selector,
                                    field_selector=field_selector, page_size=page_size))
@@ -243,10 +244,11 @@ class KubeClient:
         with self._lock:
             cached = self._discovered.get(key)
         if cached is None:
-            raise ApiError(404, "NotFound", f"the server has no resource for {kind} in {api_version}")
+            raise ApiError(404, "NotFound",
+                           f"the server has no resource for {kind} in {api_version}")
         return cached
 
-    def discover(self, api_version: str) -> list[Resource]:
+    def discover(self, api_version: str) -> builtins.list[Resource]:
         """The top-level resources of one group version (``[]`` if it is not served)."""
         group, _, version = api_version.rpartition("/")
         path = f"/apis/{api_version}" if group else f"/api/{version}"
@@ -262,7 +264,7 @@ class KubeClient:
             if "/" not in r["name"]
         ]
 
-    def served_group_versions(self) -> list[str]:
+    def served_group_versions(self) -> builtins.list[str]:
         """Every served ``group/version`` (core ``v1`` included), preferred or not."""
         found = ["v1"]
         data = self._json("discovery", "GET", "/apis")

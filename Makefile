@@ -1,0 +1,42 @@
+# One entry point for people and CI. `make dev` runs the product locally; `make test` runs
+# every test (building the Kubernetes binaries on first use).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export GOTOOLCHAIN := local
+export GOWORK := off
+
+.PHONY: venv testbin dev test unit lint bench clean-testbin
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+testbin:
+	bash hack/ensure-testbin.sh
+
+dev: venv
+	$(PY) -m functions dev
+
+lint: venv
+	$(VENV)/bin/ruff check functions tests bench
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest -m "not cluster" -q
+
+test: venv lint
+	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+bench: venv
+	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && $(PY) -m bench $(BENCH_ARGS)
+
+clean-testbin:
+	rm -rf $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/build $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/bin

@@ -1,0 +1,1 @@
+"""A real local control plane for development and tests (no containers, no kubelet)."""

@@ -1,0 +1,133 @@
+"""kwok configuration: fake nodes and the stages that move pods through their lifecycle.
+
+kwok plays every kubelet: pods bound to its nodes become Running and Ready, pods owned by a
+batch Job complete, and deleted pods go away. Tests steer any other pod through labels on the
+pod (set them on a job's pod template):
+
+* ``kwok.x-k8s.io/result: succeed`` — the pod ends ``Succeeded`` with exit code 0;
+* ``kwok.x-k8s.io/result: fail`` — the pod ends ``Failed``; the exit code comes from the
+  annotation ``kwok.x-k8s.io/exit-code`` (default 1);
+* annotation ``kwok.x-k8s.io/delay`` (a Go duration, e.g. ``"2s"``, default ``"1s"``) — how
+  long the pod stays Running first.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+RESULT_LABEL = "kwok.x-k8s.io/result"
+EXIT_CODE_ANNOTATION = "kwok.x-k8s.io/exit-code"
+DELAY_ANNOTATION = "kwok.x-k8s.io/delay"
+NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+# Stage files of the kwok module, relative to its kustomize/stage directory.
+UPSTREAM_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+
+_FINISH_STAGE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-{result}-on-label
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running']
+    - key: '.metadata.labels["{label}"]'
+      operator: 'In'
+      values: ['{result}']
+  delay:
+    durationMilliseconds: 1000
+    durationFrom:
+      expressionFrom: '.metadata.annotations["{delay}"]'
+  weight: 10000
+  next:
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      {{{{ $annotations := or .metadata.annotations dict }}}}
+      {{{{ $code := or ( index $annotations "{exit_code}" ) {default_code} }}}}
+      phase: {phase}
+      conditions:
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        reason: PodCompleted
+        type: Ready
+      - lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "False"
+        reason: PodCompleted
+        type: ContainersReady
+      containerStatuses:
+      {{{{ range .spec.containers }}}}
+      - name: {{{{ .name | Quote }}}}
+        image: {{{{ .image | Quote }}}}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: {{{{ $code }}}}
+            reason: {reason}
+            startedAt: {{{{ $now | Quote }}}}
+            finishedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+"""
+
+
+def finish_stage(result: str) -> str:
+    """The Stage that ends a labelled Running pod as ``succeed`` or ``fail``."""
+    succeed = result == "succeed"
+    return _FINISH_STAGE.format(
+        result=result, label=RESULT_LABEL, delay=DELAY_ANNOTATION, exit_code=EXIT_CODE_ANNOTATION,
+        default_code=0 if succeed else 1, phase="Succeeded" if succeed else "Failed",
+        reason="Completed" if succeed else "Error",
+    )
+
+
+def stages_config(stage_dir: Path) -> str:
+    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``."""
+    documents = []
+    for relative in UPSTREAM_STAGES:
+        path = stage_dir / relative
+        if not path.exists():
+            raise FileNotFoundError(f"kwok stage file missing: {path}")
+        documents.append(path.read_text().strip())
+    documents.append(finish_stage("succeed").strip())
+    documents.append(finish_stage("fail").strip())
+    return "\n---\n".join(documents) + "\n"
+
+
+def node(name: str, *, cpu: str = "64", memory: str = "256Gi", pods: str = "1500",
+         gpus: int = 0) -> dict[str, Any]:
+    """A fake node kwok manages; ``gpus`` adds ``nvidia.com/gpu`` capacity."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64", "type": "kwok"}
+    if gpus:
+        capacity["nvidia.com/gpu"] = str(gpus)
+        labels["nvidia.com/gpu.present"] = "true"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {NODE_ANNOTATION: "fake"}},
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }
+
+
+def default_nodes() -> list[dict[str, Any]]:
+    """Two CPU nodes and two GPU nodes with eight GPUs each."""
+    return [node("kwok-cpu-0"), node("kwok-cpu-1"),
+            node("kwok-gpu-0", gpus=8), node("kwok-gpu-1", gpus=8)]

@@ -1,0 +1,318 @@
+"""A real local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok (which plays every kubelet on a few fake nodes).
+
+Everything the product relies on (Server-Side Apply, status subresources, finalizers, CRD
+validation, admission policies, garbage collection, Deployments becoming available, pods
+running and failing) is done here by the real components, so tests exercise the API server's
+behaviour instead of a model of it. No container runtime is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from functions.cluster import kwok, pki
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.kube.config import from_kubeconfig
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+KCM_CONTROLLERS = (
+    "garbage-collector-controller", "namespace-controller", "serviceaccount-controller",
+    "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
+    "deployment-controller", "replicaset-controller", "job-controller",
+    "ttl-after-finished-controller", "pod-garbage-collector-controller",
+    "resourcequota-controller", "endpointslice-controller",
+)
+
+
+class ClusterError(RuntimeError):
+    """A component failed to start; the message names it, its log and a way forward."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Component:
+    name: str
+    argv: list[str]
+    log: Path
+    env: dict[str, str] | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.env)
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def stop_process_group(pid: int, timeout: float = 3.0) -> None:
+    """SIGTERM the group led by ``pid``, then SIGKILL whatever is left after ``timeout``."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 1.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            _reap(pid)
+            time.sleep(0.02)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+@dataclass
+class LocalCluster:
+    """Start with :meth:`start`, stop with :meth:`stop`; usable as a context manager."""
+
+    bin_dir: Path
+    state_dir: Path | None = None
+    nodes: list[dict[str, Any]] = field(default_factory=kwok.default_nodes)
+    components: list[Component] = field(default_factory=list)
+    keep_state: bool = False
+
+    def __post_init__(self) -> None:
+        self.root = self.state_dir or Path(tempfile.mkdtemp(prefix="odh-cluster-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.logs = self.root / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.pki = self.root / "pki"
+        self.pki.mkdir(exist_ok=True)
+        self.kubeconfig = self.root / "admin.kubeconfig"
+        self.api_port = free_port()
+        self.server = f"https://127.0.0.1:{self.api_port}"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start every component and return once the cluster is ready; on failure stop all."""
+        try:
+            self._start(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, deadline: float) -> None:
+        ca = pki.CertificateAuthority(self.pki)
+        serving = ca.issue("apiserver", "kube-apiserver", server=True)
+        admin = ca.issue("admin", "admin", organizations=("system:masters",))
+        sa = pki.service_account_keys(self.pki)
+        self._write_kubeconfig(ca.files.cert, admin)
+        etcd_port, peer_port = free_port(), free_port()
+        etcd = self._component("etcd", [
+            "--name=local", f"--data-dir={self.root}/etcd",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+            f"--initial-cluster=local=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync=true", "--log-level=warn",
+            "--listen-metrics-urls=http://127.0.0.1:0",
+        ])
+        self._wait(etcd, deadline, lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"))
+        apiserver = self._component("kube-apiserver", [
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.api_port}",
+            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={ca.files.cert}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={sa.cert}",
+            f"--service-account-signing-key-file={sa.key}",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC", "--allow-privileged=true",
+            f"--cert-dir={self.pki}",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
+            "--event-ttl=1h",
+        ])
+        admin_ssl = self._admin_ssl(ca.files.cert, admin)
+        self._wait(apiserver, deadline,
+                   lambda: _http_ok(f"{self.server}/readyz", admin_ssl))
+        kube = self.client()
+        self._wait(apiserver, deadline,
+                   lambda: kube.get(resources.NAMESPACES, "default") is not None)
+        common = [f"--kubeconfig={self.kubeconfig}",
+                  f"--authentication-kubeconfig={self.kubeconfig}",
+                  f"--authorization-kubeconfig={self.kubeconfig}",
+                  "--leader-elect=false", "--bind-address=127.0.0.1"]
+        kcm_port, scheduler_port = free_port(), free_port()
+        kcm = self._component("kube-controller-manager", [
+            *common, f"--secure-port={kcm_port}",
+            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--root-ca-file={ca.files.cert}",
+            f"--service-account-private-key-file={sa.key}",
+            "--use-service-account-credentials=false",
+            "--kube-api-qps=1000", "--kube-api-burst=2000",
+            "--concurrent-gc-syncs=20", "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10", "--concurrent-job-syncs=10",
+        ])
+        scheduler = self._component("kube-scheduler", [
+            *common, f"--secure-port={scheduler_port}",
+            "--kube-api-qps=1000", "--kube-api-burst=2000",
+        ])
+        stages = self.root / "kwok-stages.yaml"
+        stages.write_text(kwok.stages_config(self.bin_dir / "kwok-stages"))
+        kwok_process = self._component("kwok", [
+            f"--kubeconfig={self.kubeconfig}", f"--config={stages}",
+            f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
+            "--node-lease-duration-seconds=40",
+            "--server-address=", "--node-ip=10.240.0.1",
+        ])
+        for obj in self.nodes:
+            kube.create(obj, res=resources.NODES)
+        self._wait(kcm, deadline, lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz"))
+        self._wait(scheduler, deadline,
+                   lambda: _http_ok(f"https://127.0.0.1:{scheduler_port}/healthz"))
+        self._wait(kwok_process, deadline, lambda: self._nodes_ready(kube))
+        self._wait(kcm, deadline,
+                   lambda: kube.get(resources.SERVICEACCOUNTS, "default", "default") is not None)
+        self._write_state()
+
+    def stop(self) -> None:
+        """Stop every process that was started and remove temporary state."""
+        for component in reversed(self.components):
+            if component.process is not None:
+                stop_process_group(component.process.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    component.process.wait(timeout=2)
+        self.components.clear()
+        if not self.keep_state:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def client(self, **kwargs: Any) -> KubeClient:
+        return KubeClient.from_config(from_kubeconfig(self.kubeconfig), **kwargs)
+
+    def logs_summary(self, lines: int = 40) -> str:
+        return "\n".join(f"--- {c.name} ({c.log}) ---\n{c.tail(lines)}" for c in self.components)
+
+    def _component(self, name: str, args: list[str]) -> Component:
+        binary = self.bin_dir / name
+        if not os.access(binary, os.X_OK):
+            raise ClusterError(
+                f"{name}: binary not found at {binary}. Build it with `make testbin`, or set "
+                "KUBEBUILDER_ASSETS to a directory that has it.")
+        component = Component(name, [str(binary), *args], self.logs / f"{name}.log")
+        component.start()
+        self.components.append(component)
+        return component
+
+    def _wait(self, component: Component, deadline: float, ready: Callable[[], bool]) -> None:
+        while True:
+            code = component.exited()
+            if code is not None:
+                raise ClusterError(self._failure(component, f"exited early with code {code}"))
+            try:
+                if ready():
+                    return
+            except Exception:  # noqa: S110 - not ready yet; the deadline bounds it
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(self._failure(component, "did not become ready in time"))
+            time.sleep(0.05)
+
+    def _failure(self, component: Component, what: str) -> str:
+        tail = component.tail()
+        hint = ""
+        if "address already in use" in tail:
+            hint = "\nA port it needs is in use: stop the other process or cluster first."
+        return (f"{component.name} {what}; log: {component.log}\n"
+                f"--- last lines ---\n{tail}{hint}\n"
+                "Binaries: `make testbin` or KUBEBUILDER_ASSETS.")
+
+    def _nodes_ready(self, kube: KubeClient) -> bool:
+        ready = 0
+        for node in kube.list(resources.NODES):
+            for cond in (node.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Ready" and cond.get("status") == "True":
+                    ready += 1
+        return ready >= len(self.nodes)
+
+    def _admin_ssl(self, ca: Path, admin: pki.CertFiles) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.load_cert_chain(str(admin.cert), str(admin.key))
+        return context
+
+    def _write_kubeconfig(self, ca: Path, admin: pki.CertFiles) -> None:
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "local",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.server, "certificate-authority-data": b64(ca)}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": b64(admin.cert),
+                "client-key-data": b64(admin.key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    def _write_state(self) -> None:
+        state = {
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "pids": {c.name: c.process.pid for c in self.components if c.process},
+            "logs": str(self.logs),
+        }
+        (self.root / "state.json").write_text(json.dumps(state, indent=2))
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    if context is None and url.startswith("https"):
+        context = ssl._create_unverified_context()  # noqa: S323 - self-signed health endpoint
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

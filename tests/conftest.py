@@ -1,0 +1,100 @@
+"""Fixtures: one real local cluster per test session (per xdist worker), a namespace per test.
+
+A cluster that cannot start fails the tests that need it, with the component's log; it never
+skips them. Component logs are attached to the report of every failed test that used the
+cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.cluster.binaries import ensure_bin_dir
+from functions.cluster.manifests import apply_objects, load_documents
+from functions.cluster.runner import LocalCluster
+from functions.kube import resources
+from functions.kube.client import KubeClient
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
+_active_cluster: LocalCluster | None = None
+
+
+@pytest.fixture(scope="session")
+def bin_dir() -> Path:
+    directory = ensure_bin_dir()
+    os.environ.setdefault("KUSTOMIZE_BIN", str(directory / "kustomize"))
+    os.environ.setdefault("KUBEBUILDER_ASSETS", str(directory))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def cluster(bin_dir: Path) -> Iterator[LocalCluster]:
+    global _active_cluster
+    local = LocalCluster(bin_dir)
+    local.start()
+    _active_cluster = local
+    try:
+        yield local
+    finally:
+        _active_cluster = None
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: LocalCluster) -> KubeClient:
+    return cluster.client()
+
+
+@pytest.fixture(scope="session")
+def crds(kube: KubeClient) -> None:
+    """This project's CRDs and admission policies, installed once per session."""
+    paths = [p for p in (REPO / "config" / "crd", REPO / "config" / "admission") if p.exists()]
+    apply_objects(kube, load_documents(paths))
+
+
+@pytest.fixture
+def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:40]
+    name = f"{base.strip('-')}-{uuid.uuid4().hex[:6]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                res=resources.NAMESPACES)
+    deadline = time.monotonic() + 20
+    while kube.get(resources.SERVICEACCOUNTS, "default", name) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no default ServiceAccount in {name}")
+        time.sleep(0.05)
+    yield name
+    kube.delete(resources.NAMESPACES, name)
+
+
+@pytest.fixture(scope="session")
+def k8s_api(cluster: LocalCluster) -> Any:
+    """An official ``kubernetes`` client for assertions from a second point of view."""
+    from kubernetes import config  # imported here: it is slow and only tests need it
+
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and _active_cluster is not None and "cluster" in getattr(
+            item, "fixturenames", ()):
+        report.sections.append(("local cluster logs", _active_cluster.logs_summary()))
+    return report
+
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the local cluster carry the ``cluster`` marker (``-m "not cluster"``)."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)

@@ -1,0 +1,22 @@
+"""Small helpers shared by tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1,
+             message: str = "condition") -> T:
+    """Poll ``condition()`` until it returns a truthy value, which is returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)

@@ -40,6 +40,7 @@ declare -A GROUP_DIR=(
   [kwok]=tools/kwok
   [kustomize]=tools/kustomize
   [knative]=tools/knative-adapter
+  [crds]=crds
 )
 declare -A GROUP_BINS=(
   [etcd]="etcd:go.etcd.io/etcd/server/v3"
@@ -47,8 +48,12 @@ declare -A GROUP_BINS=(
   [kwok]="kwok:sigs.k8s.io/kwok/cmd/kwok"
   [kustomize]="kustomize:sigs.k8s.io/kustomize/kustomize/v5"
   [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter"
+  [crds]=""
 )
-ALL_GROUPS="etcd kubernetes kwok kustomize knative"
+ALL_GROUPS="etcd kubernetes kwok kustomize knative crds"
+
+# Third-party CRDs the product depends on, taken from their Go modules (data only, no build).
+CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases"
 groups=${TESTBIN_ONLY:-$ALL_GROUPS}
 
 log() { echo "ensure-testbin: $*" >&2; }
@@ -68,7 +73,7 @@ group_key() {
   local group=$1 dir=$here/${GROUP_DIR[$1]}
   {
     go version
-    cat "$dir/go.mod" "$dir/go.sum"
+    if [ "$group" = crds ]; then echo "$CRD_MODULES"; else cat "$dir/go.mod" "$dir/go.sum"; fi
     echo "${GROUP_BINS[$group]}"
     [ "$group" = kubernetes ] && ldflags_k8s
     echo "flags:-trimpath -tags=selinux,notest,grpcnotrace -pgo=off"
@@ -86,6 +91,17 @@ build_group() {
     (cd "$dir" && go build -trimpath $tags -pgo=off -ldflags "$ldflags" -o "$out/$name" "$pkg")
     log "built $name in $(( $(date +%s) - start ))s"
   done
+  if [ "$group" = crds ]; then
+    local spec module subdir moddir
+    mkdir -p "$out/crds"
+    for spec in $CRD_MODULES; do
+      module=${spec%%:*}; subdir=${spec#*:}
+      moddir=$(cd "$out" && GOFLAGS= go mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+      [ -d "$moddir/$subdir" ] || { log "no $subdir in $module"; return 1; }
+      cp "$moddir/$subdir"/*.yaml "$out/crds/"
+    done
+    chmod -R u+w "$out/crds"
+  fi
   if [ "$group" = kwok ]; then
     # kwok has no built-in stages; keep the module's stage files next to the binary.
     local moddir
@@ -102,6 +118,7 @@ build_group() {
     cp "$moddir"/config/core/resources/*.yaml "$out/knative-crds/" 2>/dev/null || true
     chmod -R u+w "$out/knative-crds"
   fi
+  [ "$group" = crds ] && return 0
   (cd "$dir" && for b in "$out"/*; do [ -f "$b" ] && [ -x "$b" ] && go version -m "$b"; done) > "$out/BUILD-INFO"
 }
 
@@ -134,7 +151,7 @@ ensure_group() {
 }
 
 # Data directories a group provides beside its binaries.
-declare -A GROUP_DATA=([kwok]=kwok-stages [knative]=knative-crds)
+declare -A GROUP_DATA=([kwok]=kwok-stages [knative]=knative-crds [crds]=crds)
 
 declare -A resolved=()
 for group in $groups; do

@@ -1,0 +1,1 @@
+"""Kubeflow training-job controllers (PyTorchJob, TFJob, MXJob, MPIJob v2beta1)."""

@@ -1,0 +1,1 @@
+"""Pure rules of the training-job controllers: plain data in, plain data out, no I/O."""

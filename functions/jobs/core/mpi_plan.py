@@ -1,0 +1,109 @@
+"""Reconcile plan of an MPIJob v2beta1: service, hostfile, SSH secret, workers, launcher Job."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from functions.jobs.core import conditions as c
+from functions.jobs.core import mpi
+from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.mpi_status import derive_mpi_status
+from functions.jobs.core.objects import Settings
+from functions.jobs.core.plan import Observed, Plan, covers, workers_of
+from functions.jobs.core.pods import (
+    failed_pods,
+    index_of,
+    name_of,
+    phase,
+    terminating,
+    uid_of,
+)
+
+
+def _ready(pod: Obj) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _worker_index(job: Job, pod: Obj) -> int | None:
+    index = index_of(pod)
+    if index is not None and job.spec.run_launcher_as_worker:
+        index -= 1
+    return index
+
+
+def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Settings,
+                       ssh_keys: object) -> Plan:
+    plan = Plan()
+    workers, launcher_pods = workers_of(observed)
+    outcome = derive_mpi_status(job, workers, observed.launcher, launcher_pods, now)
+    if job.status.finished or (outcome is not None and outcome.status.finished):
+        return plan
+    if job.suspended:
+        keep_finished = job.run_policy.clean_pod_policy == "Running"
+        plan.deletes += [w for w in workers if not terminating(w) and not (
+            keep_finished and phase(w) in ("Succeeded", "Failed"))]
+        if observed.podgroup is not None:
+            plan.deletes.append(observed.podgroup)
+        if observed.launcher is not None and not (observed.launcher.get("spec") or {}).get(
+                "suspend"):
+            plan.applies.append(_suspend_patch(job, True))
+        return plan
+    if settings.gang_scheduler and observed.podgroup_supported:
+        desired = desired_podgroup(job, settings)
+        if observed.podgroup is None:
+            plan.creates.append(desired)
+        elif not covers(observed.podgroup.get("spec"), desired["spec"]):
+            plan.applies.append(desired)
+        if podgroup_waiting(settings, observed.podgroup):
+            return plan
+    if not any(name_of(s) == job.name for s in observed.services):
+        plan.creates.append(mpi.service(job))
+    running = [name_of(w) for w in workers if phase(w) == "Running" and not terminating(w)]
+    config = mpi.config_map(job, running, settings.cluster_domain)
+    if observed.config_map is None:
+        plan.creates.append(config)
+    elif (observed.config_map.get("data") or {}) != config["data"]:
+        plan.applies.append(config)
+    if observed.secret is None and isinstance(ssh_keys, mpi.SSHKeys):
+        plan.creates.append(mpi.ssh_secret(job, ssh_keys))
+    _workers(plan, job, workers)
+    _launcher(plan, job, observed, workers)
+    return plan
+
+
+def _workers(plan: Plan, job: Job, workers: list[Obj]) -> None:
+    replicas = job.replicas("Worker")
+    restart_ok = job.status.is_true(c.RESTARTING)
+    to_restart = {uid_of(f.pod) for f in failed_pods(job, workers) if f.restart}
+    present: set[int] = set()
+    for pod in workers:
+        index = _worker_index(job, pod)
+        present.add(index if index is not None else -1)
+        if terminating(pod):
+            continue
+        if index is None or index >= replicas:
+            plan.deletes.append(pod)
+        elif uid_of(pod) in to_restart and restart_ok:
+            plan.restarts.append(pod)
+    plan.creates += [mpi.worker_pod(job, i) for i in range(replicas) if i not in present]
+
+
+def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj]) -> None:
+    launcher = observed.launcher
+    if launcher is None:
+        all_ready = len(workers) == job.replicas("Worker") and all(_ready(w) for w in workers)
+        if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
+            plan.creates.append(mpi.launcher_job(job))
+        return
+    if (launcher.get("spec") or {}).get("suspend"):
+        plan.applies.append(_suspend_patch(job, False))
+
+
+def _suspend_patch(job: Job, suspend: bool) -> Obj:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": mpi.launcher_name(job), "namespace": job.namespace},
+            "spec": {"suspend": suspend}}

@@ -1,0 +1,136 @@
+"""MPIJob v2beta1 status (mpi-operator ``updateMPIJobStatus``): the launcher Job decides.
+
+Success and failure are copied from the launcher batch Job's conditions; Running needs a
+running launcher pod and every worker running. Worker pods that fail under an ``ExitCode`` or
+``OnFailure`` policy are restarted like the v1 kinds' pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from functions.jobs.core import conditions as c
+from functions.jobs.core.frameworks import LABEL_JOB_ROLE
+from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
+from functions.jobs.core.objects import Notice
+from functions.jobs.core.pods import failed_pods, phase, replica_type_of
+from functions.jobs.core.status import StatusOutcome
+
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def _set(status: JobStatus, notices: list[Notice], type_: str, cond_status: str, reason: str,
+         message: str, now: datetime, event_type: str | None = None) -> bool:
+    changed = c.set_condition(status, type_, cond_status, reason, message, now, flip_failed=True)
+    if changed and event_type:
+        notices.append(Notice(event_type, reason, message))
+    return changed
+
+
+def job_condition(batch_job: Obj | None, type_: str) -> Obj | None:
+    for cond in ((batch_job or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def role_of(pod: Obj) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE, ""))
+
+
+def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
+                      launcher_pods: Sequence[Obj], now: datetime) -> StatusOutcome | None:
+    """Status of a defaulted MPIJob, or ``None`` when another manager owns it."""
+    if job.managed_externally:
+        return None
+    status = job.status.model_copy(deep=True)
+    notices: list[Notice] = []
+    who = f"{job.namespace}/{job.name}"
+    if not status.conditions:
+        _set(status, notices, c.CREATED, "True", "MPIJobCreated", f"MPIJob {who} is created.",
+             now, "Normal")
+    if job.suspended:
+        _set(status, notices, c.SUSPENDED, "True", "MPIJobSuspended", "MPIJob suspended", now,
+             "Normal")
+    elif status.condition(c.SUSPENDED) is not None and _set(
+            status, notices, c.SUSPENDED, "False", "MPIJobResumed", "MPIJob resumed", now,
+            "Normal"):
+        status.start_time = c.rfc3339(now)
+    if status.start_time is None and not job.suspended:
+        status.start_time = c.rfc3339(now)
+    replica = {"Launcher": ReplicaStatus(), "Worker": ReplicaStatus()}
+    if launcher is not None:
+        _launcher(job, status, notices, replica["Launcher"], launcher, launcher_pods, now)
+    running = 0
+    evicted = 0
+    for pod in workers:
+        ph = phase(pod)
+        if ph == "Failed":
+            replica["Worker"].failed += 1
+            evicted += (pod.get("status") or {}).get("reason") == "Evicted"
+        elif ph == "Succeeded":
+            replica["Worker"].succeeded += 1
+        elif ph == "Running":
+            running += 1
+            replica["Worker"].active += 1
+    status.replica_statuses = replica
+    if evicted:
+        _set(status, notices, c.FAILED, "True", "MPIJobEvicted",
+             f"{evicted}/{len(workers)} workers are evicted", now, "Warning")
+    for failed in failed_pods(job, [w for w in workers if replica_type_of(job, w) == "Worker"]):
+        if failed.restart:
+            _set(status, notices, c.RESTARTING, "True", "MPIJobRestarting",
+                 f"job {job.name} is restarting because Worker replica(s) failed.", now,
+                 "Warning")
+        elif failed.permanent:
+            _complete(status, now)
+            _set(status, notices, c.FAILED, "True", "MPIJobFailed",
+                 f'job "{job.name}" is failing because "Worker" replica(s) failed.', now,
+                 "Warning")
+    if job.suspended:
+        _set(status, notices, c.RUNNING, "False", "MPIJobSuspended",
+             f"MPIJob {who} is suspended.", now)
+    elif launcher is not None and replica["Launcher"].active >= 1 and running == len(workers):
+        _set(status, notices, c.RUNNING, "True", "MPIJobRunning", f"MPIJob {who} is running.",
+             now, "Normal")
+    if status.finished and status.condition(c.RUNNING) is None:
+        status.conditions.append(Condition(
+            type=c.RUNNING, status="False", reason="MPIJobRunning",
+            message=f"MPIJob {who} is finished but Running condition was never set.",
+            last_update_time=c.rfc3339(now), last_transition_time=c.rfc3339(now)))
+    return StatusOutcome(status, notices)
+
+
+def _complete(status: JobStatus, now: datetime, when: str | None = None) -> None:
+    if status.completion_time is None:
+        status.completion_time = when or c.rfc3339(now)
+
+
+def _launcher(job: Job, status: JobStatus, notices: list[Notice], launcher_status: ReplicaStatus,
+              launcher: Obj, launcher_pods: Sequence[Obj], now: datetime) -> None:
+    who = f"{job.namespace}/{job.name}"
+    batch = launcher.get("status") or {}
+    launcher_status.failed = int(batch.get("failed") or 0)
+    if job_condition(launcher, "Complete") is not None:
+        launcher_status.succeeded = 1
+        _complete(status, now, batch.get("completionTime"))
+        _set(status, notices, c.SUCCEEDED, "True", "MPIJobSucceeded",
+             f"MPIJob {who} successfully completed.", now, "Normal")
+        return
+    failed = job_condition(launcher, "Failed")
+    if failed is None:
+        launcher_status.active = sum(1 for p in launcher_pods if phase(p) == "Running")
+        return
+    reason = str(failed.get("reason") or "") or "MPIJobFailed"
+    message = str(failed.get("message") or "") or f"MPIJob {who} has failed"
+    if reason == "BackoffLimitExceeded":
+        failed_launchers = [p for p in launcher_pods if phase(p) == "Failed"]
+        if failed_launchers:
+            last = max(failed_launchers, key=lambda p: str(
+                (p.get("metadata") or {}).get("creationTimestamp") or ""))
+            reason += "/" + str((last.get("status") or {}).get("reason") or "")
+            message += ": " + str((last.get("status") or {}).get("message") or "")
+            message = message[:EVENT_MESSAGE_LIMIT]
+    _complete(status, now)
+    _set(status, notices, c.FAILED, "True", reason, message, now, "Warning")

@@ -1,0 +1,243 @@
+"""Observed state + now -> the writes each function should make (reconcile, status, gc).
+
+The three functions may run at the same time on the same job, so each owns distinct writes:
+
+* **status** writes only the ``status`` subresource, derived from the persisted status and the
+  observed children (its own SSA field manager, only when the result differs);
+* **reconcile** creates and deletes children of a running job (pods, services, HPA, PodGroup,
+  MPI objects) and never writes status;
+* **gc** cleans up after a finished job (cleanPodPolicy, PodGroup, TTL) and children whose job
+  is gone.
+
+Destroying evidence waits for the conclusion drawn from it to be persisted: a failed pod is
+deleted for a restart only once the persisted status says Restarting, and cleanPodPolicy runs
+only once the persisted status says Succeeded or Failed. Otherwise a pod could vanish before
+the status function counted it. Decisions that only *stop* work (no more creates once the
+derived status is finished) use the derived status at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from functions.jobs.core import conditions as c
+from functions.jobs.core import objects as o
+from functions.jobs.core.defaults import with_defaults
+from functions.jobs.core.frameworks import MPI, PYTORCH
+from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.mpi_status import derive_mpi_status
+from functions.jobs.core.pods import (
+    by_type,
+    failed_pods,
+    index_of,
+    name_of,
+    phase,
+    terminating,
+    uid_of,
+)
+from functions.jobs.core.status import StatusOutcome, derive_status
+
+RESTARTS_ANNOTATION = "training.opendatahub.io/restarts"
+
+
+@dataclass
+class Observed:
+    """What a handler read: the job and the children it controls (by ownerReference)."""
+
+    job: Job
+    pods: list[Obj] = field(default_factory=list)
+    services: list[Obj] = field(default_factory=list)
+    hpa: Obj | None = None
+    podgroup: Obj | None = None
+    podgroup_supported: bool = False
+    # MPIJob only
+    config_map: Obj | None = None
+    secret: Obj | None = None
+    launcher: Obj | None = None
+
+    @property
+    def restarts(self) -> int:
+        try:
+            return int(self.job.annotations.get(RESTARTS_ANNOTATION, "0"))
+        except ValueError:
+            return 0
+
+
+@dataclass
+class Plan:
+    """Writes to make, in order: deletes, then applies (create-or-update), then creates."""
+
+    creates: list[Obj] = field(default_factory=list)
+    applies: list[Obj] = field(default_factory=list)
+    deletes: list[Obj] = field(default_factory=list)
+    restarts: list[Obj] = field(default_factory=list)      # pods deleted to be recreated
+    delete_job: bool = False
+    notices: list[o.Notice] = field(default_factory=list)
+    requeue_after: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.creates or self.applies or self.deletes or self.restarts
+                    or self.delete_job)
+
+
+def workers_of(observed: Observed) -> tuple[list[Obj], list[Obj]]:
+    """MPIJob pods split into (workers, launcher pods) by their role label."""
+    workers: list[Obj] = []
+    launchers: list[Obj] = []
+    for pod in observed.pods:
+        role = ((pod.get("metadata") or {}).get("labels") or {}).get(
+            "training.kubeflow.org/job-role")
+        (launchers if role == "launcher" else workers).append(pod)
+    return workers, launchers
+
+
+def status_of(observed: Observed, now: datetime) -> StatusOutcome | None:
+    """What the status subresource should say (``None``: write nothing, not even Created)."""
+    job = with_defaults(observed.job)
+    if job.deleting:
+        return None
+    if job.framework == MPI:
+        workers, launchers = workers_of(observed)
+        return derive_mpi_status(job, workers, observed.launcher, launchers, now)
+    return derive_status(job, observed.pods, now, restarts=observed.restarts)
+
+
+def _needs_hpa(job: Job) -> bool:
+    return (job.framework == PYTORCH and job.spec.elastic_policy is not None
+            and bool(job.spec.elastic_policy.metrics))
+
+
+def desired_hpa(job: Job) -> Obj:
+    elastic = job.spec.elastic_policy
+    assert elastic is not None
+    return {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": job.name, "namespace": job.namespace,
+                     "ownerReferences": [o.owner_reference(job)]},
+        "spec": {"scaleTargetRef": {"apiVersion": job.api_version, "kind": job.kind,
+                                    "name": job.name},
+                 "minReplicas": elastic.min_replicas, "maxReplicas": elastic.max_replicas,
+                 "metrics": elastic.metrics},
+    }
+
+
+def covers(observed: object, desired: object) -> bool:
+    """Every field of ``desired`` is present with the same value in ``observed``."""
+    if isinstance(desired, dict):
+        return isinstance(observed, dict) and all(
+            covers(observed.get(k), v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (isinstance(observed, list) and len(observed) == len(desired)
+                and all(covers(a, b) for a, b in zip(observed, desired, strict=True)))
+    return observed == desired
+
+
+def _apply_if_changed(plan: Plan, observed: Obj | None, desired: Obj,
+                      keys: Sequence[str] = ("spec",)) -> None:
+    if observed is None:
+        plan.creates.append(desired)
+    elif not all(covers(observed.get(k), desired.get(k)) for k in keys):
+        plan.applies.append(desired)
+
+
+def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
+                   ssh_keys: object = None) -> Plan:
+    """Children to create and delete for a job that is neither finished nor foreign."""
+    job = with_defaults(observed.job)
+    plan = Plan()
+    if job.managed_externally or job.deleting:
+        return plan
+    if job.framework == MPI:
+        from functions.jobs.core.mpi_plan import mpi_reconcile_plan
+
+        return mpi_reconcile_plan(job, observed, now, settings, ssh_keys)
+    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
+    if outcome is None or job.status.finished or outcome.status.finished:
+        return plan
+    if job.suspended:
+        plan.deletes += [p for p in observed.pods if not terminating(p)]
+        plan.deletes += observed.services
+        plan.deletes += [x for x in (observed.hpa, observed.podgroup) if x is not None]
+        return plan
+    plan.requeue_after = outcome.requeue_after
+    if _needs_hpa(job):
+        _apply_if_changed(plan, observed.hpa, desired_hpa(job))
+    elif observed.hpa is not None:
+        plan.deletes.append(observed.hpa)
+    if settings.gang_scheduler and observed.podgroup_supported:
+        _apply_if_changed(plan, observed.podgroup, desired_podgroup(job, settings))
+        if podgroup_waiting(settings, observed.podgroup):
+            return plan
+    _replicas(plan, job, observed, settings)
+    return plan
+
+
+def _replicas(plan: Plan, job: Job, observed: Observed, settings: o.Settings) -> None:
+    restart_ok = job.status.is_true(c.RESTARTING)
+    to_restart = {uid_of(f.pod) for f in failed_pods(job, observed.pods) if f.restart}
+    services = by_type(job, observed.services)
+    for rtype, pods in by_type(job, observed.pods).items():
+        replicas = job.replicas(rtype)
+        present: set[int] = set()
+        for pod in pods:
+            index = index_of(pod)
+            present.add(index if index is not None else -1)
+            if terminating(pod):
+                continue
+            if index is None or index >= replicas:
+                plan.deletes.append(pod)
+            elif uid_of(pod) in to_restart and restart_ok:
+                plan.restarts.append(pod)
+        for index in range(replicas):
+            if index not in present:
+                pod, notices = o.desired_pod(job, rtype, index, settings)
+                plan.creates.append(pod)
+                plan.notices.extend(notices)
+        have = {index_of(s) for s in services[rtype]}
+        for svc in services[rtype]:
+            index = index_of(svc)
+            if index is None or index >= replicas:
+                plan.deletes.append(svc)
+        plan.creates += [o.desired_service(job, rtype, i) for i in range(replicas)
+                         if i not in have]
+
+
+def gc_plan(observed: Observed | None, orphans: Sequence[Obj], now: datetime) -> Plan:
+    """Clean up after a finished job; ``observed`` is ``None`` when the job is gone."""
+    plan = Plan()
+    if observed is None:
+        plan.deletes += [x for x in orphans if not terminating(x)]
+        return plan
+    job = with_defaults(observed.job)
+    if job.managed_externally or job.deleting or not job.status.finished:
+        return plan
+    policy = job.run_policy.clean_pod_policy
+    doomed: list[Obj] = []
+    if policy == "All":
+        doomed = list(observed.pods)
+    elif policy == "Running":
+        doomed = [p for p in observed.pods if phase(p) in ("Running", "Pending")]
+    doomed_names = {name_of(p) for p in doomed}
+    plan.deletes += [p for p in doomed if not terminating(p)]
+    if job.framework != MPI:
+        plan.deletes += [s for s in observed.services if name_of(s) in doomed_names]
+    if observed.podgroup is not None:
+        plan.deletes.append(observed.podgroup)
+    ttl = job.run_policy.ttl_seconds_after_finished
+    if ttl is None or job.suspended or job.framework == MPI:
+        return plan
+    completed = c.parse_time(job.status.completion_time)
+    if completed is None:
+        plan.notices.append(o.Notice("Warning", "TTLCleanupFailed",
+                                     "job completion time is nil, cannot cleanup"))
+        return plan
+    expires = completed + timedelta(seconds=ttl)
+    if now >= expires:
+        plan.delete_job = True
+    else:
+        plan.requeue_after = (expires - now).total_seconds()
+    return plan

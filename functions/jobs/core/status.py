@@ -1,0 +1,288 @@
+"""The status of a v1 job (PyTorchJob, TFJob, MXJob), derived from the persisted status and
+the observed pods (upstream ``ReconcileJobs`` + per-framework ``UpdateJobStatus``).
+
+The status function writes what this returns; the reconcile and gc functions call it too, to
+decide (for instance) that a job has failed before the status function has written it, so the
+three functions always agree on what the observed state means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from functions.jobs.core import conditions as c
+from functions.jobs.core.frameworks import LABEL_REPLICA_TYPE, MXNET, PYTORCH, TENSORFLOW
+from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
+from functions.jobs.core.objects import Notice, base_labels, selector
+from functions.jobs.core.pods import (
+    by_type,
+    exit_code,
+    exit_container_name,
+    failed_pods,
+    name_of,
+    phase,
+    restart_count_of_running,
+    terminating,
+)
+
+DEADLINE_MESSAGE = "Job {name} has failed because it was active longer than specified deadline"
+BACKOFF_MESSAGE = "Job {name} has failed because it has reached the specified backoff limit"
+
+
+@dataclass
+class StatusOutcome:
+    """The derived status, the Events that go with its changes, and when to look again."""
+
+    status: JobStatus
+    notices: list[Notice] = field(default_factory=list)
+    requeue_after: float | None = None
+
+
+def count_replicas(job: Job, pods: Sequence[Obj]) -> dict[str, ReplicaStatus]:
+    """active / succeeded / failed per replica type (a terminating Running pod is a failure)."""
+    counts: dict[str, ReplicaStatus] = {}
+    for rtype, group in by_type(job, pods).items():
+        status = ReplicaStatus()
+        for pod in group:
+            ph = phase(pod)
+            if ph == "Running":
+                if terminating(pod):
+                    status.failed += 1
+                else:
+                    status.active += 1
+            elif ph == "Succeeded":
+                status.succeeded += 1
+            elif ph == "Failed":
+                status.failed += 1
+        if job.framework.scale_selector:
+            labels = base_labels(job)
+            labels[LABEL_REPLICA_TYPE] = rtype.lower()
+            status.selector = selector(labels)
+        counts[rtype] = status
+    return counts
+
+
+class _Builder:
+    """One status computation: the mutable status plus the notices its changes produce."""
+
+    def __init__(self, job: Job, now: datetime) -> None:
+        self.job = job
+        self.now = now
+        self.status = job.status.model_copy(deep=True)
+        self.notices: list[Notice] = []
+
+    def set(self, type_: str, status: str, suffix: str, message: str,
+            event_type: str | None = None) -> bool:
+        changed = c.set_condition(self.status, type_, status, self.job.framework.reason(suffix),
+                                  message, self.now)
+        if changed and event_type:
+            self.notices.append(Notice(event_type, self.job.framework.reason(suffix), message))
+        return changed
+
+    def complete(self) -> None:
+        if self.status.completion_time is None:
+            self.status.completion_time = c.rfc3339(self.now)
+
+
+def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
+                  restarts: int = 0) -> StatusOutcome | None:
+    """Status of a defaulted v1 job, or ``None`` when another manager owns it (no status).
+
+    ``restarts`` is the persisted count of pods the controller deleted for a restart.
+    """
+    if job.managed_externally:
+        return None
+    b = _Builder(job, now)
+    fw = job.framework
+    name = job.name
+    if not b.status.conditions:
+        b.set(c.CREATED, "True", "Created", f"{fw.kind} {name} is created.", "Normal")
+    if b.status.finished:
+        if b.status.is_true(c.SUCCEEDED):
+            for rs in b.status.replica_statuses.values():
+                rs.succeeded += rs.active
+                rs.active = 0
+        return StatusOutcome(b.status, b.notices)
+    if job.suspended:
+        for rs in b.status.replica_statuses.values():
+            rs.active = 0
+        message = f"{fw.kind} {name} is suspended."
+        if b.status.is_true(c.RUNNING):
+            b.set(c.RUNNING, "False", "Suspended", message)
+        if not b.status.is_true(c.SUSPENDED):
+            b.set(c.SUSPENDED, "True", "Suspended", message, "Normal")
+        return StatusOutcome(b.status, b.notices)
+    if b.status.is_true(c.SUSPENDED):
+        b.set(c.SUSPENDED, "False", "Resumed", f"{fw.kind} {name} is resumed.", "Normal")
+        b.status.start_time = c.rfc3339(now)
+    limit_message = _past_limits(job, b.status, pods, now, restarts)
+    if limit_message is not None:
+        b.complete()
+        b.set(c.FAILED, "True", "Failed", limit_message, "Normal")
+        return StatusOutcome(b.status, b.notices)
+    _pod_failures(b, pods)
+    b.status.replica_statuses = count_replicas(job, pods)
+    restarting_before = b.status.condition(c.RESTARTING)
+    if fw == PYTORCH:
+        _pytorch_rules(b)
+    elif fw == TENSORFLOW:
+        _tensorflow_rules(b, pods, restarting_before)
+    elif fw == MXNET:
+        _mxnet_rules(b)
+    if b.status.start_time is None:
+        b.status.start_time = c.rfc3339(now)
+    return StatusOutcome(b.status, b.notices, _deadline_requeue(job, b.status, now))
+
+
+def _past_limits(job: Job, status: JobStatus, pods: Sequence[Obj], now: datetime,
+                 restarts: int) -> str | None:
+    policy = job.run_policy
+    if policy.backoff_limit is not None:
+        total = restarts + restart_count_of_running(job, pods)
+        limit = policy.backoff_limit
+        if (limit == 0 and total > 0) or (limit > 0 and total >= limit):
+            return BACKOFF_MESSAGE.format(name=job.name)
+    started = c.parse_time(status.start_time)
+    ads = policy.active_deadline_seconds
+    if ads is not None and started is not None and (now - started).total_seconds() >= ads:
+        return DEADLINE_MESSAGE.format(name=job.name)
+    return None
+
+
+def _deadline_requeue(job: Job, status: JobStatus, now: datetime) -> float | None:
+    started = c.parse_time(status.start_time)
+    ads = job.run_policy.active_deadline_seconds
+    if ads is None or started is None or status.finished:
+        return None
+    return max(0.0, ads - (now - started).total_seconds())
+
+
+def _pod_failures(b: _Builder, pods: Sequence[Obj]) -> None:
+    """Restart-policy verdicts on Failed pods, and an Event per terminated default container."""
+    job = b.job
+    for rtype, group in by_type(job, pods).items():
+        container = exit_container_name(job, rtype)
+        for pod in group:
+            code = exit_code(pod, container)
+            if code is not None:
+                b.notices.append(Notice("Normal", "ExitedWithCode",
+                                        f"Pod: {job.namespace}.{name_of(pod)} exited with "
+                                        f"code {code}"))
+    for failed in failed_pods(job, pods):
+        if failed.restart:
+            b.set(c.RESTARTING, "True", "Restarting",
+                  f"job {job.name} is restarting because {failed.replica_type} replica(s) "
+                  "failed.", "Warning")
+        elif failed.permanent:
+            b.complete()
+            b.set(c.FAILED, "True", "Failed",
+                  f'job "{job.name}" is failing because "{failed.replica_type}" replica(s) '
+                  "failed.", "Warning")
+
+
+def _pytorch_rules(b: _Builder) -> None:
+    job = b.job
+    has_master = "Master" in job.replica_specs
+    who = job.name if has_master else f"{job.namespace}/{job.name}"
+    for rtype in job.ordered_types():
+        rs = b.status.replica_statuses[rtype]
+        replicas = job.replicas(rtype)
+        expected = replicas - rs.succeeded
+        drives = rtype == "Master" if has_master else rtype == "Worker"
+        if drives:
+            done = expected == 0 or (not has_master and job.spec.elastic_policy is not None
+                                     and rs.succeeded > 0)
+            if has_master and rs.active > 0:
+                b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
+            if done:
+                b.complete()
+                text = (f"PyTorchJob {who} is successfully completed." if has_master
+                        else f"PyTorchJob {who} successfully completed.")
+                b.set(c.SUCCEEDED, "True", "Succeeded", text, "Normal")
+                return
+            if not has_master and rs.active > 0:
+                b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
+        if rs.failed > 0 and replicas > rs.succeeded + rs.active:
+            if job.replica_specs[rtype].restart_policy != "Never":
+                b.set(c.RESTARTING, "True", "Restarting",
+                      f"PyTorchJob {job.name} is restarting because {rs.failed} {rtype} "
+                      "replica(s) failed.", "Warning")
+            else:
+                b.complete()
+                b.set(c.FAILED, "True", "Failed",
+                      f"PyTorchJob {job.name} is failed because {rs.failed} {rtype} "
+                      "replica(s) failed.", "Normal")
+
+
+def _worker0_completed(job: Job, pods: Sequence[Obj]) -> bool:
+    if "Worker" not in job.replica_specs:
+        return True
+    for pod in by_type(job, pods)["Worker"]:
+        if name_of(pod) == f"{job.name}-worker-0" and phase(pod) == "Succeeded":
+            return exit_code(pod, job.framework.default_container) == 0
+    return False
+
+
+def _tensorflow_rules(b: _Builder, pods: Sequence[Obj],
+                      restarting_before: Condition | None) -> None:
+    job = b.job
+    who = f"{job.namespace}/{job.name}"
+    chief_like = "Chief" in job.replica_specs or "Master" in job.replica_specs
+    worker0_done = _worker0_completed(job, pods)
+    for rtype in job.ordered_types():
+        rs = b.status.replica_statuses[rtype]
+        expected = job.replicas(rtype) - rs.succeeded
+        running = rs.active
+        if chief_like and rtype in ("Chief", "Master"):
+            if running > 0:
+                b.set(c.RUNNING, "True", "Running", f"TFJob {who} is running.")
+            if expected == 0:
+                b.complete()
+                b.set(c.SUCCEEDED, "True", "Succeeded", f"TFJob {who} successfully completed.",
+                      "Normal")
+        elif not chief_like and rtype == "Worker":
+            if expected == 0 or (worker0_done and job.spec.success_policy != "AllWorkers"):
+                b.complete()
+                b.set(c.SUCCEEDED, "True", "Succeeded", f"TFJob {who} successfully completed.",
+                      "Normal")
+            elif running > 0:
+                b.set(c.RUNNING, "True", "Running", f"TFJob {who} is running.")
+        if rs.failed > 0:
+            if restarting_before is not None:
+                c.set_condition(b.status, c.RESTARTING, "True", restarting_before.reason,
+                                restarting_before.message, b.now)
+                continue
+            if job.spec.enable_dynamic_worker and rtype == "Worker":
+                continue
+            b.complete()
+            b.set(c.FAILED, "True", "Failed",
+                  f"TFJob {who} has failed because {rs.failed} {rtype} replica(s) failed.",
+                  "Normal")
+
+
+def _mxnet_rules(b: _Builder) -> None:
+    job = b.job
+    single = set(job.replica_specs) == {"Worker"} and job.replicas("Worker") == 1
+    for rtype in job.ordered_types():
+        rs = b.status.replica_statuses[rtype]
+        expected = job.replicas(rtype) - rs.succeeded
+        if rtype == "Scheduler" or single:
+            if rs.active > 0:
+                b.set(c.RUNNING, "True", "Running", f"MXJob {job.name} is running.")
+            if expected == 0:
+                b.complete()
+                b.set(c.SUCCEEDED, "True", "Succeeded",
+                      f"MXJob {job.name} is successfully completed.", "Normal")
+                return
+        if rs.failed > 0:
+            if job.replica_specs[rtype].restart_policy == "ExitCode":
+                b.set(c.RESTARTING, "True", "Restarting",
+                      f"mxjob {job.name} is restarting because {rs.failed} {rtype} "
+                      "replica(s) failed.", "Warning")
+            else:
+                b.complete()
+                b.set(c.FAILED, "True", "Failed",
+                      f"mxjob {job.name} is failed because {rs.failed} {rtype} "
+                      "replica(s) failed.", "Normal")

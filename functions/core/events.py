@@ -1,0 +1,278 @@
+"""What an incoming CloudEvent means to a controller: an operation on one object, or "resync".
+
+The functions are fed by a Knative ApiServerSource (watch events as CloudEvents) and a
+PingSource (a periodic tick). This module turns one HTTP request into an immutable, typed
+:class:`ApiEvent` and rejects everything else with an :class:`InvalidEventError` whose reason
+names exactly what is wrong, so the HTTP layer can answer 4xx and the sender never retries it.
+
+It parses with the ``cloudevents`` 2.x ``core`` API only (binary and structured content mode).
+The SDK is lenient where a controller must not be: it invents an ``id`` when one is missing,
+falls back to specversion 1.0, and hands back undecodable JSON as a string. The strict event
+factory and the data checks below close those gaps. Parsing is pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from cloudevents.core.base import BaseCloudEvent
+from cloudevents.core.bindings.http import HTTPMessage, from_binary, from_structured
+from cloudevents.core.exceptions import BaseCloudEventException
+from cloudevents.core.formats.json import JSONFormat
+from cloudevents.core.v1.event import CloudEvent
+from pydantic import BaseModel, ConfigDict
+
+from functions.core.errors import InvalidEventError
+from functions.core.keys import ObjectKey
+
+RESOURCE_TYPE_PREFIX: Final = "dev.knative.apiserver.resource."
+REFERENCE_TYPE_PREFIX: Final = "dev.knative.apiserver.ref."
+PING_TYPE: Final = "dev.knative.sources.ping"
+STRUCTURED_MEDIA_TYPE: Final = "application/cloudevents+json"
+BATCH_MEDIA_TYPE: Final = "application/cloudevents-batch+json"
+SUPPORTED_SPECVERSION: Final = "1.0"
+# A Kubernetes object is at most ~1.5 MiB (the etcd request limit); leave room for the envelope.
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+
+REQUIRED_ATTRIBUTES: Final = ("specversion", "id", "source", "type")
+_CONTEXT_ATTRIBUTES: Final = frozenset(
+    {"specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time"})
+
+Operation = Literal["add", "update", "delete", "resync"]
+Mode = Literal["resource", "reference", "ping"]
+_OPERATIONS: Final[dict[str, Operation]] = {"add": "add", "update": "update", "delete": "delete"}
+
+_FORMAT: Final = JSONFormat()
+
+
+class ObjectRef(BaseModel):
+    """The object an event is about; ``namespace`` is ``""`` for cluster-scoped objects."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_version: str
+    kind: str
+    namespace: str = ""
+    name: str
+
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.api_version, self.kind, self.namespace, self.name)
+
+
+class ApiEvent(BaseModel):
+    """One parsed event. ``object`` is the full object in Resource mode, else ``None``.
+
+    ``ref`` is ``None`` only for resync ticks. The model is frozen; treat ``object`` as
+    read-only too (handlers re-read current state from the API server anyway).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    source: str
+    type: str
+    operation: Operation
+    mode: Mode
+    ref: ObjectRef | None = None
+    object: dict[str, Any] | None = None
+    subject: str | None = None
+    time: datetime | None = None
+    extensions: dict[str, str] = {}
+
+
+def parse_event(headers: Mapping[str, str], body: bytes, *,
+                max_bytes: int = MAX_BODY_BYTES) -> ApiEvent:
+    """Parse one HTTP request (either content mode) into an :class:`ApiEvent`.
+
+    :raises InvalidEventError: with status 413 (too large), 415 (content type) or 400/422
+        (malformed, or a well-formed CloudEvent this package does not handle).
+    """
+    if len(body) > max_bytes:
+        raise InvalidEventError(f"body of {len(body)} bytes exceeds the limit of {max_bytes}", 413)
+    lowered = {name.lower(): value for name, value in headers.items()}
+    content_type = lowered.get("content-type", "")
+    media_type = content_type.partition(";")[0].strip().lower()
+    if any(name.startswith("ce-") for name in lowered):
+        event = _parse_binary(lowered, body, media_type)
+    elif media_type == STRUCTURED_MEDIA_TYPE:
+        event = _parse_structured(lowered, body)
+    elif media_type == BATCH_MEDIA_TYPE:
+        raise InvalidEventError("batched CloudEvents are not supported; send one event", 415)
+    elif media_type and not _is_json(media_type):
+        raise InvalidEventError(
+            f"Content-Type {content_type!r} is neither JSON (binary mode, with Ce-* headers) "
+            f"nor {STRUCTURED_MEDIA_TYPE} (structured mode)", 415)
+    else:
+        raise InvalidEventError(
+            "not a CloudEvent: no Ce-* headers (binary mode) and Content-Type is not "
+            f"{STRUCTURED_MEDIA_TYPE} (structured mode); missing ce-type, ce-source, ce-id, "
+            "ce-specversion")
+    return _to_api_event(event)
+
+
+def _is_json(media_type: str) -> bool:
+    return JSONFormat.JSON_CONTENT_TYPE_PATTERN.match(media_type) is not None
+
+
+def _strict_factory(attributes: dict[str, Any],
+                    data: dict[str, Any] | str | bytes | None) -> BaseCloudEvent:
+    """Build a v1.0 event, refusing what the SDK would silently fill in."""
+    for name in REQUIRED_ATTRIBUTES:
+        if name not in attributes:
+            raise InvalidEventError(f"missing required attribute {name!r} (header ce-{name})")
+        value = attributes[name]
+        if not isinstance(value, str) or not value:
+            raise InvalidEventError(f"attribute {name!r} must be a non-empty string")
+    if attributes["specversion"] != SUPPORTED_SPECVERSION:
+        raise InvalidEventError(f"unsupported specversion {attributes['specversion']!r}; "
+                                f"only {SUPPORTED_SPECVERSION!r} is understood")
+    return CloudEvent(attributes, data)
+
+
+def _parse_binary(headers: dict[str, str], body: bytes, media_type: str) -> BaseCloudEvent:
+    for name in REQUIRED_ATTRIBUTES:
+        if not headers.get(f"ce-{name}"):
+            raise InvalidEventError(f"missing required header ce-{name}")
+    event_type = headers["ce-type"]
+    if event_type != PING_TYPE and body and media_type and not _is_json(media_type):
+        raise InvalidEventError(
+            f"Content-Type {headers.get('content-type')!r} is not JSON; an ApiServerSource "
+            "event carries application/json data", 415)
+    _require_utf8(body)
+    try:
+        return from_binary(HTTPMessage(headers=headers, body=body), _FORMAT, _strict_factory)
+    except InvalidEventError:
+        raise
+    except (BaseCloudEventException, ValueError, TypeError) as exc:
+        raise InvalidEventError(f"invalid CloudEvent: {exc}") from exc
+
+
+def _parse_structured(headers: dict[str, str], body: bytes) -> BaseCloudEvent:
+    _require_utf8(body)
+    try:
+        return from_structured(HTTPMessage(headers=headers, body=body), _FORMAT, _strict_factory)
+    except InvalidEventError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise InvalidEventError(f"body is not valid JSON ({_json_problem(exc, body)})") from exc
+    except AttributeError as exc:
+        raise InvalidEventError("a structured-mode CloudEvent must be a JSON object") from exc
+    except (BaseCloudEventException, ValueError, TypeError) as exc:
+        raise InvalidEventError(f"invalid CloudEvent: {exc}") from exc
+
+
+def _require_utf8(body: bytes) -> None:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidEventError(
+            f"body is not valid UTF-8 (byte 0x{body[exc.start]:02x} at offset {exc.start})"
+        ) from exc
+
+
+def _json_problem(exc: json.JSONDecodeError, body: bytes) -> str:
+    where = "truncated" if exc.pos >= len(body.rstrip()) else f"at offset {exc.pos}"
+    return f"{exc.msg}, {where}"
+
+
+def _to_api_event(event: BaseCloudEvent) -> ApiEvent:
+    attributes = event.get_attributes()
+    event_type = event.get_type()
+    extensions = {name: _text(value) for name, value in attributes.items()
+                  if name not in _CONTEXT_ATTRIBUTES}
+    common: dict[str, Any] = {
+        "id": event.get_id(), "source": event.get_source(), "type": event_type,
+        "subject": event.get_subject(), "time": event.get_time(), "extensions": extensions,
+    }
+    if event_type == PING_TYPE:
+        return ApiEvent(operation="resync", mode="ping", **common)
+    if event_type.startswith(RESOURCE_TYPE_PREFIX):
+        mode: Mode = "resource"
+        verb = event_type.removeprefix(RESOURCE_TYPE_PREFIX)
+    elif event_type.startswith(REFERENCE_TYPE_PREFIX):
+        mode = "reference"
+        verb = event_type.removeprefix(REFERENCE_TYPE_PREFIX)
+    else:
+        raise InvalidEventError(
+            f"unsupported event type {event_type!r}; expected {RESOURCE_TYPE_PREFIX}*, "
+            f"{REFERENCE_TYPE_PREFIX}* or {PING_TYPE}", 422)
+    operation = _OPERATIONS.get(verb)
+    if operation is None:
+        raise InvalidEventError(f"unsupported operation {verb!r} in event type {event_type!r}",
+                                422)
+    datacontenttype = event.get_datacontenttype()
+    if datacontenttype and not _is_json(datacontenttype.partition(";")[0].strip().lower()):
+        raise InvalidEventError(f"datacontenttype {datacontenttype!r} is not JSON", 415)
+    data = _object_data(event.get_data())
+    ref = _resource_ref(data, extensions) if mode == "resource" else _reference_ref(data,
+                                                                                     extensions)
+    return ApiEvent(operation=operation, mode=mode, ref=ref,
+                    object=data if mode == "resource" else None, **common)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _object_data(data: dict[str, Any] | str | bytes | None) -> dict[str, Any]:
+    if data is None:
+        raise InvalidEventError("event has no data; expected the object or its reference")
+    if isinstance(data, bytes):
+        raise InvalidEventError("data is binary; expected a JSON object")
+    parsed: Any = data
+    if isinstance(data, str):
+        try:
+            parsed = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise InvalidEventError(
+                f"data is not valid JSON ({_json_problem(exc, data.encode())})") from exc
+    if not isinstance(parsed, dict):
+        raise InvalidEventError(f"data must be a JSON object, got {_json_kind(parsed)}")
+    return parsed
+
+
+def _json_kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
+             float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _resource_ref(obj: dict[str, Any], extensions: Mapping[str, str]) -> ObjectRef:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+    return _ref(obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"),
+                meta.get("name"), extensions)
+
+
+def _reference_ref(data: dict[str, Any], extensions: Mapping[str, str]) -> ObjectRef:
+    return _ref(data.get("apiVersion"), data.get("kind"), data.get("namespace"),
+                data.get("name"), extensions)
+
+
+def _ref(api_version: Any, kind: Any, namespace: Any, name: Any,
+         extensions: Mapping[str, str]) -> ObjectRef:
+    """Fields from ``data`` win; the ``apiversion``/``kind``/``namespace``/``name`` extensions
+    fill gaps (older adapters lack ``apiversion``; cluster-scoped objects omit ``namespace``)."""
+    fields = {
+        "api_version": api_version or extensions.get("apiversion"),
+        "kind": kind or extensions.get("kind"),
+        "namespace": namespace or extensions.get("namespace") or "",
+        "name": name or extensions.get("name"),
+    }
+    missing = [field for field, value in fields.items() if not value and field != "namespace"]
+    if missing:
+        raise InvalidEventError(f"event does not name its object: no {', '.join(missing)} in "
+                                "data or extensions", 422)
+    strings = {field: value for field, value in fields.items() if isinstance(value, str)}
+    wrong = sorted(fields.keys() - strings.keys())
+    if wrong:
+        raise InvalidEventError(f"object {', '.join(wrong)} must be strings", 422)
+    return ObjectRef(**strings)

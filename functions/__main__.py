@@ -1,0 +1,62 @@
+"""``python -m functions <command>``: one entry point for the container and for local work.
+
+Each command lives in its own module exposing ``add_parser(subparsers)``, which registers the
+command and sets ``handler`` (``args -> exit code``). Only the module of the command being run
+is imported, so ``serve`` (the container's command, on the cold-start path) does not pay for
+the others. A command whose module is not in this installation is simply not offered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+# command -> (module, name of its ``add_parser`` function)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("functions.runtime.serve", "add_parser"),
+    "record": ("functions.runtime.recording", "add_record_parser"),
+    "replay": ("functions.runtime.recording", "add_replay_parser"),
+    "router": ("functions.runtime.router", "add_parser"),
+    "cluster": ("functions.cluster.cli", "add_parser"),
+    "dev": ("functions.dev.cli", "add_parser"),
+}
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m functions",
+        description="Kubeflow training controllers as Knative functions")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((arg for arg in argv if not arg.startswith("-")), None)
+    for name, (module_name, register) in COMMANDS.items():
+        if wanted in COMMANDS and name != wanted:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue  # that command is not part of this installation
+            raise
+        getattr(module, register)(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(args_list)
+    args = parser.parse_args(args_list)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

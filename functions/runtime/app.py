@@ -1,0 +1,285 @@
+"""The HTTP face of a function: a Flask app that takes CloudEvents and answers like a Broker
+expects.
+
+One factory serves every function (``reconcile``, ``gc``, ``status``, or ``all`` in one
+process). Answers:
+
+* success: ``202`` with an **empty** body (a Broker treats any other body as a reply event,
+  or as an error when it is not a CloudEvent);
+* malformed or unsupported input: ``4xx`` with an ``application/problem+json`` body naming
+  what is wrong (``413`` for bodies over the limit); never retried;
+* transient trouble (API 5xx/429/timeouts, conflicts that survive a retry): ``503`` (or
+  ``429`` when the key or the resync is busy) with ``Retry-After``;
+* a handler bug: logged with its traceback, answered ``503`` with a long ``Retry-After`` so
+  the Broker retries a bounded number of times and then dead-letters the event. Never a 500:
+  the ApiServerSource adapter drops a 500 without retrying.
+
+Startup is kept short for cold Knative pods: importing this module costs only Flask. The
+CloudEvents SDK, pydantic, the metrics library, the controllers and the Kubernetes client are
+loaded by a warm-up thread started when the app is created, i.e. after gunicorn forks, so the
+client (its connection pool and TLS state) is never shared across processes. Readiness turns
+200 when the warm-up has succeeded; events arriving earlier wait for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from functions.kube.client import KubeClient, RequestHook
+    from functions.runtime.dispatch import Dispatcher, Outcome
+    from functions.runtime.metrics import Metrics
+    from functions.runtime.recorder import EventRecorder
+    from functions.runtime.registry import Controller, FunctionName
+
+log = logging.getLogger(__name__)
+
+FUNCTION_CHOICES = ("reconcile", "gc", "status", "all")
+PROBLEM_JSON = "application/problem+json"
+READY_WAIT_SECONDS = 30.0
+_WARM_MODULES = ("functions.core.events", "functions.runtime.dispatch",
+                 "functions.runtime.metrics", "functions.kube.client",
+                 "functions.runtime.recorder")
+
+KubeFactory = Callable[["RequestHook"], "KubeClient"]
+
+
+def _controller_modules() -> tuple[str, ...]:
+    """``FUNCTIONS_CONTROLLER_MODULES`` (comma-separated) overrides the registry's list."""
+    from functions.runtime.registry import CONTROLLER_MODULES
+
+    override = os.environ.get("FUNCTIONS_CONTROLLER_MODULES")
+    if override is None:
+        return CONTROLLER_MODULES
+    return tuple(name.strip() for name in override.split(",") if name.strip())
+
+
+def _default_kube_factory(on_request: RequestHook) -> KubeClient:
+    from functions.kube.client import KubeClient
+    return KubeClient.from_config(on_request=on_request)
+
+
+class FunctionRuntime:
+    """Per-process state behind one app: controllers, dispatchers, metrics, the API client."""
+
+    def __init__(self, function: str, controllers: Sequence[Controller] | None,
+                 kube_factory: KubeFactory | None, max_body_bytes: int | None,
+                 resync_workers: int) -> None:
+        if function not in FUNCTION_CHOICES:
+            raise ValueError(f"unknown function {function!r}; choose one of {FUNCTION_CHOICES}")
+        self.function = function
+        self.functions: tuple[FunctionName, ...] = (
+            ("reconcile", "gc", "status") if function == "all" else (function,))  # type: ignore[assignment]
+        self.max_body_bytes = max_body_bytes or int(
+            os.environ.get("FUNCTIONS_MAX_EVENT_BYTES", 3 * 1024 * 1024))
+        self.resync_workers = resync_workers
+        self._given_controllers = controllers
+        self._kube_factory = kube_factory or _default_kube_factory
+        self._guard = threading.Lock()
+        self._ready = threading.Event()
+        self._failure: str | None = None
+        self._kube: KubeClient | None = None
+        self._kube_pid = 0
+        self._recorder: EventRecorder | None = None
+        self._metrics: Metrics | None = None
+        self.dispatchers: list[Dispatcher] = []
+
+    # -- startup --------------------------------------------------------------------------------
+
+    def start_warm_up(self) -> None:
+        threading.Thread(target=self.warm_up, name="warm-up", daemon=True).start()
+
+    def warm_up(self) -> None:
+        try:
+            for module in _WARM_MODULES:
+                importlib.import_module(module)
+            from functions.runtime.dispatch import Dispatcher, KeyLocks
+            from functions.runtime.registry import load_controllers
+
+            controllers = (list(self._given_controllers) if self._given_controllers is not None
+                           else load_controllers(_controller_modules()))
+            metrics = self.metrics()
+            locks = KeyLocks()
+            self.dispatchers = [
+                Dispatcher(name, controllers, self.kube, self.recorder, locks=locks,
+                           observer=metrics, resync_workers=self.resync_workers)
+                for name in self.functions]
+            self.kube()
+        except Exception as exc:
+            self._failure = f"{type(exc).__name__}: {exc}"
+            log.exception("function %s cannot start", self.function)
+        else:
+            self._ready.set()
+
+    def readiness(self) -> str | None:
+        """``None`` when ready, else why not."""
+        if self._ready.is_set():
+            return None
+        return f"failed to start: {self._failure}" if self._failure else "warming up"
+
+    def wait_ready(self, timeout: float) -> str | None:
+        if self._failure is None:
+            self._ready.wait(timeout)
+        return self.readiness()
+
+    # -- per-process singletons -----------------------------------------------------------------
+
+    def metrics(self) -> Metrics:
+        with self._guard:
+            if self._metrics is None:
+                from functions.runtime.metrics import Metrics
+                self._metrics = Metrics()
+            return self._metrics
+
+    def kube(self) -> KubeClient:
+        """The process's one API client, created on first use (after any fork)."""
+        pid = os.getpid()
+        with self._guard:
+            if self._kube is None or self._kube_pid != pid:
+                from functions.core.errors import TemporaryError
+                try:
+                    self._kube = self._kube_factory(self._observe_api_request)
+                except Exception as exc:
+                    raise TemporaryError(f"no Kubernetes API client: {exc}", 10.0) from exc
+                self._kube_pid = pid
+                self._recorder = None
+            return self._kube
+
+    def recorder(self) -> EventRecorder:
+        kube = self.kube()
+        with self._guard:
+            if self._recorder is None:
+                from functions.runtime.recorder import EventRecorder
+                self._recorder = EventRecorder(kube, f"odh-training-{self.function}")
+            return self._recorder
+
+    def _observe_api_request(self, verb: str, code: int, seconds: float) -> None:
+        self.metrics().api_request(verb, code, seconds)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def receive(self, headers: dict[str, str], body: bytes) -> Response:
+        from functions.core.errors import InvalidEventError
+        from functions.core.events import parse_event
+        from functions.runtime.dispatch import combine
+
+        metrics = self.metrics()
+        try:
+            event = parse_event(headers, body, max_bytes=self.max_body_bytes)
+        except InvalidEventError as exc:
+            metrics.event(self.function, "", "", "invalid")
+            log.info("rejected an event (%s): %s", exc.status, exc.reason)
+            return problem(exc.status, exc.reason)
+        outcome = combine([dispatcher.handle(event) for dispatcher in self.dispatchers])
+        kind = event.ref.kind if event.ref is not None else ""
+        metrics.event(self.function, event.type, kind, outcome.kind)
+        return answer(outcome)
+
+
+def answer(outcome: Outcome) -> Response:
+    """The HTTP answer for a dispatch outcome."""
+    if outcome.kind in ("ok", "ignored"):
+        return Response(status=202)
+    if outcome.kind == "invalid":
+        return problem(422, outcome.detail)
+    status = 429 if outcome.kind == "busy" else 503
+    return problem(status, outcome.detail or "try again later", retry_after=outcome.retry_after)
+
+
+def problem(status: int, detail: str, *, retry_after: float | None = None,
+            title: str | None = None) -> Response:
+    """An RFC 9457 problem document."""
+    from http import HTTPStatus
+
+    body: dict[str, Any] = {"type": "about:blank",
+                            "title": title or HTTPStatus(status).phrase,
+                            "status": status, "detail": detail}
+    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    if status == 413:
+        response.headers["Connection"] = "close"
+    return response
+
+
+def _read_body(limit: int) -> bytes | None:
+    """The request body, or ``None`` when it is over ``limit`` (then left unread)."""
+    length = request.content_length
+    if length is not None and length > limit:
+        return None
+    body = request.stream.read(limit + 1)
+    return None if len(body) > limit else body
+
+
+def create_app(function: str, *, controllers: Sequence[Controller] | None = None,
+               kube_factory: KubeFactory | None = None, max_body_bytes: int | None = None,
+               resync_workers: int = 4, warm_up: str = "background") -> Flask:
+    """The WSGI app of ``function`` (``reconcile``, ``gc``, ``status`` or ``all``).
+
+    :param controllers: defaults to :func:`functions.runtime.registry.load_controllers`.
+    :param kube_factory: builds the API client from a request hook (defaults to the
+        kubeconfig / in-cluster configuration).
+    :param warm_up: ``"background"`` (serve probes at once), ``"now"`` (block until loaded).
+    """
+    runtime = FunctionRuntime(function, controllers, kube_factory, max_body_bytes,
+                              resync_workers)
+    app = Flask(f"functions.{function}")
+    app.extensions["functions.runtime"] = runtime
+
+    @app.post("/")
+    def receive_event() -> Response:
+        not_ready = runtime.wait_ready(READY_WAIT_SECONDS)
+        if not_ready is not None:
+            return problem(503, f"function {function} is not ready: {not_ready}", retry_after=5)
+        body = _read_body(runtime.max_body_bytes)
+        if body is None:
+            runtime.metrics().event(function, "", "", "invalid")
+            return problem(413, f"body exceeds the limit of {runtime.max_body_bytes} bytes")
+        return runtime.receive(dict(request.headers.items()), body)
+
+    @app.get("/health/liveness")
+    def liveness() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/health/readiness")
+    def readiness() -> Response:
+        not_ready = runtime.readiness()
+        if not_ready is None:
+            return Response("ready\n", mimetype="text/plain")
+        return Response(f"{not_ready}\n", status=503, mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        text, content_type = runtime.metrics().render()
+        return Response(text, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        status = exc.code or 400
+        return problem(status, exc.description or exc.name)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        log.exception("unexpected error while serving %s %s", request.method, request.path)
+        return problem(503, f"internal error: {type(exc).__name__}", retry_after=30)
+
+    if warm_up == "now":
+        runtime.warm_up()
+    else:
+        runtime.start_warm_up()
+    return app
+
+
+def runtime_of(app: Flask) -> FunctionRuntime:
+    runtime: FunctionRuntime = app.extensions["functions.runtime"]
+    return runtime

@@ -1,0 +1,93 @@
+"""``python -m functions serve reconcile|gc|status|all``: gunicorn in-process, the same command
+locally and in the container image.
+
+Gunicorn is driven through ``BaseApplication`` rather than its CLI so the options live in one
+place. The app is built in each worker after the fork (no ``preload_app``), so the Kubernetes
+client and its connection pool are per process. Defaults follow the Knative Python sample:
+one worker, threads for concurrency, ``PORT`` from the environment (Knative sets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from functions.runtime.app import FUNCTION_CHOICES
+
+
+class FunctionServer(BaseApplication):  # type: ignore[misc]
+    """Gunicorn serving :func:`functions.runtime.app.create_app` for one function."""
+
+    def __init__(self, function: str, options: dict[str, Any]) -> None:
+        self.function = function
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            if key in self.cfg.settings and value is not None:
+                self.cfg.set(key.lower(), value)
+
+    def load(self) -> Any:
+        from functions.runtime.app import create_app
+        return create_app(self.function)
+
+
+def _child_exit(server: Any, worker: Any) -> None:
+    """Forget a dead worker's multi-process metric files (live gauges only)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0",  # noqa: S104
+                     timeout: int = 330, log_level: str = "info") -> dict[str, Any]:
+    """Gunicorn settings. ``timeout`` exceeds Knative's default 300 s request timeout so the
+    platform, not gunicorn, bounds a long resync."""
+    options: dict[str, Any] = {
+        "bind": f"{host}:{port}",
+        "workers": workers,
+        "threads": threads,
+        "worker_class": "gthread" if threads > 1 else "sync",
+        "timeout": timeout,
+        "graceful_timeout": 20,
+        "keepalive": 75,
+        "loglevel": log_level,
+        "accesslog": None,
+        "errorlog": "-",
+        "child_exit": _child_exit,
+        # No runtime control socket: nothing manages a function pod that way, and it would
+        # write under $HOME, which a restricted (arbitrary UID) container may not have.
+        "control_socket_disable": True,
+    }
+    shm = Path("/dev/shm")  # noqa: S108
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        options["worker_tmp_dir"] = str(shm)
+    return options
+
+
+def serve(function: str, port: int, workers: int = 1, threads: int = 8,
+          host: str = "0.0.0.0") -> None:  # noqa: S104
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="functions-metrics-")
+    FunctionServer(function, gunicorn_options(port, workers, threads, host)).run()
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("serve", help="serve a function app under gunicorn")
+    parser.add_argument("function", choices=FUNCTION_CHOICES)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
+    parser.add_argument("--host", default="0.0.0.0")  # noqa: S104
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "1")))
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("THREADS", "8")))
+    parser.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    serve(args.function, args.port, args.workers, args.threads, args.host)
+    return 0

@@ -1,0 +1,386 @@
+"""A local stand-in for a Knative Broker: Trigger filters, delivery retries, dead letters, and a
+resync ticker in place of the PingSource.
+
+It reads the same ``eventing/`` manifests a cluster applies, accepts CloudEvents on an HTTP
+ingress (answering ``202`` once accepted, like a Broker ingress), and delivers each event to
+every subscriber whose Trigger matches, concurrently and in no particular order. A failed
+delivery is retried per the Trigger's (else the Broker's) ``spec.delivery``, on transport
+errors, 5xx, 404, 408, 409 and 429, waiting at least what ``Retry-After`` asks; after the last
+attempt the event is dead-lettered: kept in :attr:`Router.dead_letters` and sent to the
+dead-letter sink when that resolves to a URL, with ``knativeerror*`` extensions in binary mode.
+
+Python entry point: ``Router(triggers_dir, {"<trigger or subscriber name>": url}).start()``,
+then POST events to ``router.url`` (or call :meth:`Router.publish`) and ``stop()``.
+Differences from Knative: ``cesql`` filters are refused, and a reply event in a 2xx answer is
+logged, not re-published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from functions.core.delivery import is_success, parse_retry_after, should_retry
+from functions.core.triggers import binary_attributes, structured_attributes
+from functions.runtime.eventing import (
+    Subscription,
+    load_manifests,
+    ping_source_of,
+    schedule_period,
+    subscriptions,
+)
+from functions.runtime.recording import HOP_HEADERS, RecordedRequest, now_stamp
+
+log = logging.getLogger(__name__)
+
+REQUIRED = ("specversion", "id", "source", "type")
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: int | None  # None: no HTTP answer
+    retry_after: float | None = None
+    error: str = ""
+    body: bytes = b""
+
+
+def post_event(url: str, headers: Mapping[str, str], body: bytes,
+               timeout: float | None = 30.0) -> SendResult:
+    """POST one event (headers as given, transport headers replaced); never raises."""
+    parts = urlsplit(url)
+    connection_type = (http.client.HTTPSConnection if parts.scheme == "https"
+                       else http.client.HTTPConnection)
+    connection = connection_type(parts.hostname or "localhost", parts.port, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        outgoing = {k: v for k, v in headers.items() if k.lower() not in HOP_HEADERS}
+        connection.request("POST", path, body=body, headers=outgoing)
+        response = connection.getresponse()
+        payload = response.read()
+        return SendResult(response.status,
+                          parse_retry_after(response.getheader("Retry-After"),
+                                            datetime.now(UTC)), body=payload)
+    except (OSError, http.client.HTTPException) as exc:
+        return SendResult(None, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        connection.close()
+
+
+def event_attributes(headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+    """Attributes to filter on; raises ``ValueError`` when this is not a CloudEvent."""
+    if any(name.lower().startswith("ce-") for name in headers):
+        attributes = binary_attributes(headers)
+    else:
+        envelope = json.loads(body)
+        if not isinstance(envelope, dict):
+            raise ValueError("a structured CloudEvent is a JSON object")
+        attributes = structured_attributes(envelope)
+    missing = [name for name in REQUIRED if not attributes.get(name)]
+    if missing:
+        raise ValueError(f"not a CloudEvent: missing {', '.join(missing)}")
+    return attributes
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How delivering one event to one subscription ended."""
+
+    trigger: str
+    event_id: str
+    status: int | None
+    attempts: int
+    delivered: bool
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    trigger: str
+    status: int | None
+    attempts: int
+    request: RecordedRequest
+    error: str = ""
+
+
+class _IngressHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _IngressServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        status, detail = self.server.router.accept(dict(self.headers.items()), body, self.path)
+        payload = json.dumps({"detail": detail}).encode() if detail else b""
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        if payload:
+            self.send_header("Content-Type", "application/problem+json")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("router ingress: " + format, *args)
+
+
+class _IngressServer(ThreadingHTTPServer):
+    daemon_threads = True
+    router: Router
+
+
+@dataclass
+class Router:
+    """Broker emulation over the manifests in ``triggers_dir``.
+
+    :param subscribers: Trigger name or subscriber ``ref`` name -> URL.
+    :param resync_interval: seconds between PingSource ticks; ``None`` takes each PingSource's
+        schedule, ``0`` disables the ticker.
+    :param record: called with every accepted event, as received.
+    """
+
+    triggers_dir: Path | str
+    subscribers: Mapping[str, str]
+    port: int = 0
+    host: str = "127.0.0.1"
+    resync_interval: float | None = None
+    record: Callable[[RecordedRequest], None] | None = None
+    workers: int = 16
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.manifests = load_manifests(self.triggers_dir)
+        self.subscriptions, skipped = subscriptions(self.manifests, self.subscribers)
+        for note in skipped:
+            log.info("router: %s", note)
+        self._pool = ThreadPoolExecutor(max_workers=self.workers,
+                                        thread_name_prefix="router-delivery")
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight: set[Future[Delivery]] = set()
+        self._server: _IngressServer | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> Router:
+        server = _IngressServer((self.host, self.port), _IngressHandler)
+        server.router = self
+        self._server = server
+        self._spawn("router-ingress", server.serve_forever)
+        if self.resync_interval != 0:
+            for ping in self.manifests.ping_sources:
+                period = self.resync_interval or schedule_period(ping["spec"]["schedule"])
+                self._spawn(f"ticker-{ping['metadata']['name']}", self._tick, ping, period)
+        return self
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/"
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no delivery is in flight (retries included)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._in_flight:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def accept(self, headers: Mapping[str, str], body: bytes,
+               path: str = "/") -> tuple[int, str]:
+        """Ingress: validate, record, fan out. Returns the HTTP status and a problem detail."""
+        try:
+            attributes = event_attributes(headers, body)
+        except ValueError as exc:
+            return 400, str(exc)
+        request = RecordedRequest(headers=dict(headers), body=body, path=path,
+                                  received=now_stamp())
+        if self.record is not None:
+            self.record(request)
+        self._fan_out(request, attributes)
+        return 202, ""
+
+    def publish(self, headers: Mapping[str, str], body: bytes) -> list[Future[Delivery]]:
+        """Route one event from Python; the futures resolve when each delivery has ended."""
+        attributes = event_attributes(headers, body)
+        request = RecordedRequest(headers=dict(headers), body=body, received=now_stamp())
+        if self.record is not None:
+            self.record(request)
+        return self._fan_out(request, attributes)
+
+    def matching(self, attributes: Mapping[str, str]) -> list[Subscription]:
+        return [s for s in self.subscriptions if s.filter.matches(attributes)]
+
+    def _fan_out(self, request: RecordedRequest,
+                 attributes: Mapping[str, str]) -> list[Future[Delivery]]:
+        futures = []
+        for subscription in self.matching(attributes):
+            future = self._pool.submit(self._deliver, subscription, request, attributes["id"])
+            with self._lock:
+                self._in_flight.add(future)
+            future.add_done_callback(self._done)
+            futures.append(future)
+        return futures
+
+    def _done(self, future: Future[Delivery]) -> None:
+        with self._lock:
+            self._in_flight.discard(future)
+
+    def _deliver(self, subscription: Subscription, request: RecordedRequest,
+                 event_id: str) -> Delivery:
+        spec = subscription.delivery
+        headers = {**request.event_headers(), "Prefer": "reply"}
+        result = SendResult(None, error="not sent")
+        attempts = 0
+        for attempt in range(spec.retry + 1):
+            attempts += 1
+            result = post_event(subscription.url, headers, request.body, spec.timeout)
+            if is_success(result.status):
+                if result.body.strip():
+                    log.warning("router: %s answered %s with a body; a Broker treats that as "
+                                "a reply (or a 502 when it is not a CloudEvent)",
+                                subscription.name, result.status)
+                delivery = Delivery(subscription.name, event_id, result.status, attempts, True)
+                self._note(delivery)
+                return delivery
+            if not should_retry(result.status) or attempt == spec.retry:
+                break
+            delay = spec.delay_before(attempt + 1, result.retry_after)
+            log.debug("router: %s answered %s; retry %d in %.2fs", subscription.name,
+                      result.status, attempt + 1, delay)
+            if self._stopping.wait(delay):
+                break
+        delivery = Delivery(subscription.name, event_id, result.status, attempts, False,
+                            result.error)
+        self._note(delivery)
+        self._dead_letter(subscription, request, result, attempts)
+        return delivery
+
+    def _note(self, delivery: Delivery) -> None:
+        with self._lock:
+            self.deliveries.append(delivery)
+
+    def _dead_letter(self, subscription: Subscription, request: RecordedRequest,
+                     result: SendResult, attempts: int) -> None:
+        log.warning("router: dead-lettering event for %s after %d attempts (last status %s%s)",
+                    subscription.name, attempts, result.status,
+                    f", {result.error}" if result.error else "")
+        with self._lock:
+            self.dead_letters.append(DeadLetter(subscription.name, result.status, attempts,
+                                                request, result.error))
+        if subscription.dead_letter_url is None:
+            return
+        headers = request.event_headers()
+        if any(name.lower().startswith("ce-") for name in headers):
+            headers["Ce-Knativeerrordest"] = subscription.url
+            headers["Ce-Knativeerrorcode"] = str(result.status or 0)
+            if result.body:
+                headers["Ce-Knativeerrordata"] = base64.b64encode(result.body[:1024]).decode()
+        sent = post_event(subscription.dead_letter_url, headers, request.body, 10.0)
+        if not is_success(sent.status):
+            log.error("router: the dead-letter sink refused the event (%s)",
+                      sent.status or sent.error)
+
+    # -- resync ticker ----------------------------------------------------------------------------
+
+    def tick(self, ping: Mapping[str, Any]) -> list[Future[Delivery]]:
+        """Publish one PingSource-shaped event (binary mode) for ``ping``."""
+        headers, body = ping_event(ping)
+        return self.publish(headers, body)
+
+    def _tick(self, ping: Mapping[str, Any], period: float) -> None:
+        while not self._stopping.wait(period):
+            try:
+                self.tick(ping)
+            except Exception:
+                log.exception("router: resync tick failed")
+
+
+def ping_event(ping: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
+    """Headers and body of the event a PingSource sends on each tick."""
+    spec = ping.get("spec") or {}
+    headers = {
+        "Ce-Specversion": "1.0",
+        "Ce-Type": "dev.knative.sources.ping",
+        "Ce-Source": ping_source_of(ping),
+        "Ce-Id": str(uuid.uuid4()),
+        "Ce-Time": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    for name, value in ((spec.get("ceOverrides") or {}).get("extensions") or {}).items():
+        headers[f"Ce-{name.capitalize()}"] = str(value)
+    body = b""
+    if spec.get("data"):
+        body = str(spec["data"]).encode("utf-8")
+        headers["Content-Type"] = spec.get("contentType", "text/plain")
+    elif spec.get("dataBase64"):
+        body = base64.b64decode(spec["dataBase64"])
+        headers["Content-Type"] = spec.get("contentType", "application/octet-stream")
+    return headers, body
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("router", help="route events to functions like a Broker")
+    parser.add_argument("--eventing", type=Path, default=Path("eventing"),
+                        help="directory with the Trigger, Broker and PingSource manifests")
+    parser.add_argument("--subscriber", action="append", default=[], metavar="NAME=URL",
+                        help="Trigger or subscriber name and its URL (repeatable)")
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--resync", type=float, default=None, metavar="SECONDS",
+                        help="resync period (default: the PingSource schedule; 0 = off)")
+    parser.add_argument("--record", type=Path, help="also append every event to this JSONL")
+    parser.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from functions.runtime.recording import JsonlWriter
+
+    subscribers = dict(item.split("=", 1) for item in args.subscriber)
+    writer = JsonlWriter(args.record) if args.record else None
+    router = Router(args.eventing, subscribers, port=args.port, host=args.host,
+                    resync_interval=args.resync, record=writer).start()
+    print(f"router listening on {router.url}; triggers: "
+          f"{', '.join(s.name for s in router.subscriptions) or 'none'}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        router.stop()
+        if writer is not None:
+            writer.close()
+    return 0

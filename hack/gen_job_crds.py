@@ -1,0 +1,367 @@
+"""Write the training-job CRDs (config/crd/*.kubeflow.org.yaml) from one description.
+
+The four kinds share most of their schema (replica specs, run policy, status); writing them from
+one place keeps their docs and validation rules identical. Validation replaces the upstream
+admission webhooks with CEL rules, so no webhook server is needed. Run:
+``python hack/gen_job_crds.py`` (``--check`` exits 1 when the files are out of date).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "config" / "crd"
+Schema = dict[str, Any]
+
+DNS1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+def s(type_: str, description: str, **extra: Any) -> Schema:
+    return {"type": type_, "description": description, **extra}
+
+
+def obj(description: str, properties: dict[str, Schema], **extra: Any) -> Schema:
+    return {"type": "object", "description": description, "properties": properties, **extra}
+
+
+def rule(expression: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"rule": expression, "message": message, **extra}
+
+
+def pod_template(default_container: str | None) -> Schema:
+    container = obj(
+        "A container of the replica's pods (the full core/v1 Container is accepted).",
+        {"name": s("string", "Container name, unique within the pod.", maxLength=253),
+         "image": s("string", "Container image; must not be empty.", maxLength=4096)},
+        **{"x-kubernetes-preserve-unknown-fields": True})
+    rules = [
+        rule("has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
+             "template.spec.containers must list at least one container"),
+        rule("!has(self.spec) || !has(self.spec.containers) || "
+             "self.spec.containers.all(c, has(c.image) && c.image != '')",
+             "every container in template.spec.containers needs a non-empty image"),
+    ]
+    if default_container:
+        rules.append(rule(
+            "!has(self.spec) || !has(self.spec.containers) || "
+            f"self.spec.containers.exists(c, has(c.name) && c.name == '{default_container}')",
+            f"one container in template.spec.containers must be named "
+            f"\"{default_container}\" (the framework's default container)"))
+    return obj(
+        "Pod template of this replica type (a core/v1 PodTemplateSpec). The controller "
+        "overwrites spec.restartPolicy from the replica's restartPolicy and appends the "
+        "framework's environment variables.",
+        {"metadata": obj("Labels and annotations copied onto every pod of this replica.",
+                         {}, **{"x-kubernetes-preserve-unknown-fields": True}),
+         "spec": obj("Pod spec (core/v1 PodSpec).",
+                     {"containers": {"type": "array", "maxItems": 64,
+                                     "description": "Containers of the pod.",
+                                     "items": container}},
+                     **{"x-kubernetes-preserve-unknown-fields": True})},
+        **{"x-kubernetes-validations": rules})
+
+
+def replica_spec(default_container: str | None, default_policy: str) -> Schema:
+    return obj(
+        "Desired state of one replica type.",
+        {"replicas": s("integer", "Number of pods of this replica type (default 1; MPIJob "
+                                  "Worker default 0).", format="int32", minimum=0),
+         "restartPolicy": s("string", "What to do when a pod of this replica fails: Always, "
+                                      "OnFailure (kubelet restarts containers), Never (the job "
+                                      "decides), or ExitCode (exit codes 1-127 are permanent "
+                                      "failures, 128 and above recreate the pod). Default "
+                                      f"{default_policy}.",
+                            enum=["Always", "OnFailure", "Never", "ExitCode"]),
+         "template": pod_template(default_container)},
+        required=["template"])
+
+
+def run_policy(managers: list[str]) -> Schema:
+    allowed = " or ".join(managers)
+    return obj(
+        "Policies that apply to the whole job: cleanup, time limits, retries, queueing.",
+        {"cleanPodPolicy": s("string", "Which pods to delete when the job finishes: All, "
+                                       "Running (running and pending ones) or None (default).",
+                             enum=["All", "Running", "None"]),
+         "ttlSecondsAfterFinished": s("integer", "Delete the job this many seconds after it "
+                                                 "finished (unset: never).",
+                                      format="int32", minimum=0),
+         "activeDeadlineSeconds": s("integer", "Fail the job once it has been running this "
+                                               "many seconds (counted from status.startTime).",
+                                    format="int64", minimum=0),
+         "backoffLimit": s("integer", "Fail the job once its pods have been restarted this "
+                                      "many times.", format="int32", minimum=0),
+         "schedulingPolicy": obj(
+             "Gang-scheduling settings for the job's PodGroup.",
+             {"minAvailable": s("integer", "Pods that must be schedulable together "
+                                           "(default: all replicas).", format="int32"),
+              "queue": s("string", "Scheduler queue of the PodGroup (immutable).",
+                         **{"x-kubernetes-validations": [rule(
+                             "self == oldSelf",
+                             "spec.runPolicy.schedulingPolicy.queue is immutable")]}),
+              "minResources": {"type": "object", "description": "Resources the gang needs "
+                                                                "(default: summed requests).",
+                               "additionalProperties": {"anyOf": [{"type": "integer"},
+                                                                  {"type": "string"}],
+                                                        "x-kubernetes-int-or-string": True}},
+              "priorityClass": s("string", "PriorityClass of the PodGroup."),
+              "scheduleTimeoutSeconds": s("integer", "How long the gang may wait to be "
+                                                     "scheduled.", format="int32")}),
+         "suspend": s("boolean", "true deletes the job's pods and services and holds it; false "
+                                 "resumes it (startTime restarts).", default=False),
+         "managedBy": s("string", f"The controller that runs this job: {allowed}. Another "
+                                  "manager leaves the job alone (no pods, no status). "
+                                  "Immutable.",
+                        maxLength=63,
+                        **{"x-kubernetes-validations": [
+                            rule(f"self in {managers!r}",
+                                 f"spec.runPolicy.managedBy must be one of: {allowed} "
+                                 "(or left unset)"),
+                            rule("self == oldSelf", "spec.runPolicy.managedBy is immutable")]})})
+
+
+def status_schema() -> Schema:
+    condition = obj("One observation of the job's state.", {
+        "type": s("string", "Created, Running, Restarting, Succeeded, Failed or Suspended."),
+        "status": s("string", "True, False or Unknown."),
+        "reason": s("string", "Machine-readable reason, <Kind><Reason>."),
+        "message": s("string", "Human-readable detail."),
+        "lastUpdateTime": s("string", "When the condition was last written.",
+                            format="date-time"),
+        "lastTransitionTime": s("string", "When the status last changed.", format="date-time"),
+    }, required=["type", "status"])
+    replica = obj("Pod counts of one replica type.", {
+        "active": s("integer", "Running pods.", format="int32"),
+        "succeeded": s("integer", "Succeeded pods.", format="int32"),
+        "failed": s("integer", "Failed pods.", format="int32"),
+        "labelSelector": obj("Deprecated; never set.", {},
+                             **{"x-kubernetes-preserve-unknown-fields": True}),
+        "selector": s("string", "Label selector of the replica's pods (for the scale "
+                                "subresource)."),
+    })
+    return obj("Observed state of the job, written by the controller.", {
+        "conditions": {"type": "array", "description": "Conditions in the order they were "
+                                                       "reached; the last one is the State.",
+                       "items": condition},
+        "replicaStatuses": {"type": "object", "description": "Pod counts per replica type.",
+                            "additionalProperties": replica},
+        "startTime": s("string", "When the controller started the job (reset on resume).",
+                       format="date-time"),
+        "completionTime": s("string", "When the job succeeded or failed.", format="date-time"),
+        "lastReconcileTime": s("string", "Last time pods were held back for gang scheduling.",
+                               format="date-time"),
+    })
+
+
+def replica_map(kind: str, types: list[str], default_container: str | None,
+                default_policy: str, extra_rules: list[dict[str, Any]]) -> Schema:
+    lowered = [t.lower() for t in types]
+    return {
+        "type": "object",
+        "description": f"Replica specs by replica type ({', '.join(types)}; keys are matched "
+                       "case-insensitively).",
+        "maxProperties": 8,
+        "additionalProperties": replica_spec(default_container, default_policy),
+        "x-kubernetes-validations": [
+            rule(f"self.all(k, k.lowerAscii() in {lowered!r})",
+                 f"{kind} replica types must be among: {', '.join(types)}"),
+            *extra_rules],
+    }
+
+
+def name_rule() -> dict[str, Any]:
+    return rule(f"self.metadata.name.matches('{DNS1035}') && size(self.metadata.name) <= 63",
+                "metadata.name must be a DNS-1035 label: at most 63 lower-case letters, digits "
+                "or '-', starting with a letter and ending with a letter or digit")
+
+
+def one_replica(key: str, message: str, required: bool) -> dict[str, Any]:
+    test = ("(has(self[k].replicas) && self[k].replicas == 1)" if required
+            else "(!has(self[k].replicas) || self[k].replicas <= 1)")
+    return rule(f"self.all(k, k.lowerAscii() != '{key}' || {test})", message)
+
+
+def crd(kind: str, plural: str, version: str, spec: Schema, scale: dict[str, str] | None,
+        description: str) -> dict[str, Any]:
+    subresources: dict[str, Any] = {"status": {}}
+    if scale:
+        subresources["scale"] = scale
+    root: Schema = obj(description, {
+        "apiVersion": s("string", "APIVersion of this object."),
+        "kind": s("string", "Kind of this object."),
+        "metadata": {"type": "object"},
+        "spec": spec,
+        "status": status_schema(),
+    }, required=["spec"], **{"x-kubernetes-validations": [name_rule()]})
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.kubeflow.org"},
+        "spec": {
+            "group": "kubeflow.org",
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
+                      "singular": kind.lower(), "categories": ["kubeflow", "training"]},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": version, "served": True, "storage": True,
+                "additionalPrinterColumns": [
+                    {"name": "State", "type": "string",
+                     "jsonPath": ".status.conditions[-1:].type"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
+                "schema": {"openAPIV3Schema": root},
+                "subresources": subresources,
+            }],
+        },
+    }
+
+
+TRAINING_OPERATOR = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
+MPI_OPERATOR = ["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"]
+
+
+def pytorch() -> dict[str, Any]:
+    types = ["Master", "Worker"]
+    elastic = obj("Elastic training with torchrun rendezvous; needs a Worker replica.", {
+        "minReplicas": s("integer", "Lower bound of Worker replicas.", format="int32"),
+        "maxReplicas": s("integer", "Upper bound of Worker replicas.", format="int32"),
+        "rdzvBackend": s("string", "Rendezvous backend.", enum=["c10d", "etcd", "etcd-v2"]),
+        "rdzvPort": s("integer", "Rendezvous port.", format="int32"),
+        "rdzvHost": s("string", "Rendezvous host (default <job>-worker-0)."),
+        "rdzvId": s("string", "Rendezvous id."),
+        "rdzvConf": {"type": "array", "description": "Extra rendezvous settings.",
+                     "items": obj("One key=value setting.", {
+                         "key": s("string", "Setting name."),
+                         "value": s("string", "Setting value.")})},
+        "standalone": s("boolean", "Run a standalone rendezvous."),
+        "nProcPerNode": s("integer", "Deprecated: use spec.nprocPerNode.", format="int32"),
+        "maxRestarts": s("integer", "torchrun --max-restarts.", format="int32"),
+        "metrics": {"type": "array", "description": "autoscaling/v2 MetricSpecs; when set a "
+                                                    "HorizontalPodAutoscaler scales Workers.",
+                    "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    })
+    spec = obj("Desired state of the PyTorchJob.", {
+        "pytorchReplicaSpecs": replica_map("PyTorchJob", types, "pytorch", "OnFailure", [
+            one_replica("master", "Master replicas must be set to 1", required=True),
+            rule("self.all(k, k.lowerAscii() != 'worker' || !has(self[k].replicas) || "
+                 "self[k].replicas >= 1)", "Worker replicas must be at least 1 when set")]),
+        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "elasticPolicy": elastic,
+        "nprocPerNode": s("string", "Processes per node: auto, cpu, gpu or a number "
+                                    "(default auto)."),
+    }, required=["pytorchReplicaSpecs"], **{"x-kubernetes-validations": [
+        rule("!has(self.elasticPolicy) || self.pytorchReplicaSpecs.exists(k, "
+             "k.lowerAscii() == 'worker')",
+             "spec.elasticPolicy needs a Worker replica spec"),
+        rule("!(has(self.elasticPolicy) && has(self.elasticPolicy.nProcPerNode) && "
+             "has(self.nprocPerNode))",
+             "set spec.nprocPerNode only; spec.elasticPolicy.nProcPerNode is deprecated and "
+             "cannot be combined with it"),
+    ]})
+    return crd("PyTorchJob", "pytorchjobs", "v1", spec, {
+        "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
+        "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+        "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+    }, "PyTorchJob runs distributed PyTorch training: one Master and/or Workers.")
+
+
+def tensorflow() -> dict[str, Any]:
+    types = ["Chief", "Evaluator", "Master", "PS", "Worker"]
+    replicas = replica_map("TFJob", types, "tensorflow", "Never", [
+        rule("size(self.filter(k, k.lowerAscii() in ['chief', 'master'])) <= 1",
+             "must not have more than 1 Chief or Master role: use either Chief or Master"),
+        one_replica("chief", "Chief replicas must be at most 1", required=False),
+        one_replica("master", "Master replicas must be at most 1", required=False),
+    ])
+    replicas["x-kubernetes-validations"] = replicas["x-kubernetes-validations"][1:]
+    spec = obj("Desired state of the TFJob.", {
+        "tfReplicaSpecs": replicas,
+        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "successPolicy": s("string", "\"\" (default): the job succeeds with the Chief/Master "
+                                     "or worker 0; AllWorkers: when every worker succeeded.",
+                           enum=["", "AllWorkers"]),
+        "enableDynamicWorker": s("boolean", "Sparse TF_CONFIG; worker failures do not fail "
+                                            "the job."),
+    }, required=["tfReplicaSpecs"])
+    return crd("TFJob", "tfjobs", "v1", spec, None,
+               "TFJob runs distributed TensorFlow training (Chief, PS, Worker, Evaluator).")
+
+
+def mxnet() -> dict[str, Any]:
+    types = ["Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"]
+    spec = obj("Desired state of the MXJob.", {
+        "mxReplicaSpecs": replica_map("MXJob", types, "mxnet", "Never", [
+            one_replica("scheduler", "Scheduler replicas must be at most 1", required=False)]),
+        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "jobMode": s("string", "MXTrain (Scheduler/Server/Worker) or MXTune "
+                               "(TunerTracker/TunerServer/Tuner).", enum=["MXTrain", "MXTune"]),
+    }, required=["mxReplicaSpecs"])
+    return crd("MXJob", "mxjobs", "v1", spec, None,
+               "MXJob runs distributed Apache MXNet training or tuning.")
+
+
+def mpi() -> dict[str, Any]:
+    types = ["Launcher", "Worker"]
+    spec = obj("Desired state of the MPIJob.", {
+        "mpiReplicaSpecs": replica_map("MPIJob", types, None, "Launcher OnFailure, Worker Never",
+                                       [rule("self.exists(k, k.lowerAscii() == 'launcher')",
+                                             "an MPIJob needs a Launcher replica spec"),
+                                        one_replica("launcher", "Launcher replicas must be 1",
+                                                    required=False)]),
+        "runPolicy": run_policy(MPI_OPERATOR),
+        "slotsPerWorker": s("integer", "Slots per worker in the hostfile (default 1).",
+                            format="int32", minimum=1),
+        "runLauncherAsWorker": s("boolean", "Also run ranks on the launcher."),
+        "sshAuthMountPath": s("string", "Where the SSH key is mounted (default /root/.ssh)."),
+        "launcherCreationPolicy": s("string", "AtStartup (default) or WaitForWorkersReady.",
+                                    enum=["AtStartup", "WaitForWorkersReady"]),
+        "mpiImplementation": s("string", "OpenMPI (default), Intel or MPICH.",
+                               enum=["OpenMPI", "Intel", "MPICH"]),
+    }, required=["mpiReplicaSpecs"])
+    return crd("MPIJob", "mpijobs", "v2beta1", spec, None,
+               "MPIJob runs an MPI program: SSH-reachable workers and a launcher batch Job.")
+
+
+def _managed_by_transition(doc: dict[str, Any]) -> None:
+    """managedBy may not be added or removed after creation either (spec-level rule)."""
+    spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    value = ("(has({s}.runPolicy) && has({s}.runPolicy.managedBy) ? "
+             "{s}.runPolicy.managedBy : '')")
+    spec.setdefault("x-kubernetes-validations", []).append(rule(
+        f"{value.format(s='self')} == {value.format(s='oldSelf')}",
+        "spec.runPolicy.managedBy is immutable"))
+
+
+def documents() -> dict[str, dict[str, Any]]:
+    docs = {"pytorchjobs": pytorch(), "tfjobs": tensorflow(), "mxjobs": mxnet(), "mpijobs": mpi()}
+    for doc in docs.values():
+        _managed_by_transition(doc)
+    return {f"{plural}.kubeflow.org.yaml": doc for plural, doc in docs.items()}
+
+
+def render(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def main(argv: list[str]) -> int:
+    stale = []
+    for name, doc in documents().items():
+        path = OUT / name
+        text = render(doc)
+        if "--check" in argv:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print("out of date:", ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

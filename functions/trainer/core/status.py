@@ -71,6 +71,9 @@ def deployment_ready(deployment: Mapping[str, Any]) -> bool:
 
 def deployments_condition(deployments: Sequence[Mapping[str, Any]],
                           previous_observed_generation: int) -> Condition:
+    """Counted over labelled Deployments not being deleted (none at all is not available)."""
+    deployments = [d for d in deployments
+                   if not (d.get("metadata") or {}).get("deletionTimestamp")]
     ready = sum(1 for d in deployments if deployment_ready(d))
     if deployments and ready == len(deployments):
         return Condition(type=DEPLOYMENTS_AVAILABLE, status="True",

@@ -1,0 +1,285 @@
+"""The Trainer controller: its registration and the reconcile, gc and status handlers.
+
+* ``reconcile`` runs the Managed flow (:mod:`functions.trainer.provision`) for a Trainer that
+  exists, is not being deleted and is ``Managed``; it adds the cleanup finalizer first.
+* ``gc`` runs cleanup for a ``Removed`` Trainer (keeping the CR) and for a Trainer being
+  deleted (then drops the finalizer so the API server can delete it).
+* ``status`` recomputes the status from the Deployments and the handshake ConfigMap.
+
+All three write the status with the same pure rules (:mod:`functions.trainer.core.status`) by
+Server-Side Apply on the ``status`` subresource under field manager ``trainer``, only when it
+differs, with the read ``resourceVersion`` as a precondition so a concurrent write makes the
+loser recompute from fresh data. Each handler reads what it needs and returns quickly when the
+Trainer is in a state another handler owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from functions.core.errors import TemporaryError
+from functions.core.keys import ObjectKey
+from functions.kube import resources
+from functions.kube.client import ApiError
+from functions.runtime.recorder import NORMAL, WARNING
+from functions.runtime.registry import ChildMapping, Context, Controller, Result
+from functions.trainer import kinds, provision, sweep
+from functions.trainer.core import releases as rel
+from functions.trainer.core.api import (
+    API_VERSION,
+    FINALIZER,
+    INSTANCE_NAME,
+    KIND,
+    PART_OF_LABEL,
+    PART_OF_VALUE,
+    PLATFORM_CONFIGMAP,
+    STATUS_FIELD_MANAGER,
+    Condition,
+    Release,
+    Trainer,
+    TrainerStatus,
+)
+from functions.trainer.core.status import (
+    REMOVED_REASON,
+    Mode,
+    StatusInputs,
+    compute_status,
+    provisioning_failed,
+    removed,
+    status_changed,
+)
+from functions.trainer.render import Sources
+
+Obj = dict[str, Any]
+
+PROVISIONING_RETRY_SECONDS = 30.0
+TRAINER_KEY = ObjectKey(API_VERSION, KIND, "", INSTANCE_NAME)
+
+
+def _load(ctx: Context, key: ObjectKey) -> tuple[Obj, Trainer] | None:
+    """The Trainer object and its parsed form; ``None`` when gone or unparseable."""
+    obj = ctx.kube.get(resources.TRAINERS, key.name)
+    if obj is None:
+        return None
+    try:
+        return obj, Trainer.from_object(obj)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                             for e in exc.errors())
+        ctx.recorder.record(obj, WARNING, "InvalidSpec", f"invalid Trainer: {problems}")
+        ctx.log.warning("ignoring invalid Trainer %s: %s", key.name, problems)
+        return None
+
+
+def _mode(trainer: Trainer) -> Mode:
+    return Mode.REMOVED if trainer.removed else Mode.MANAGED
+
+
+def _ensure_finalizer(ctx: Context, obj: Obj, trainer: Trainer) -> tuple[Obj, Trainer]:
+    if FINALIZER in trainer.metadata.finalizers:
+        return obj, trainer
+    finalizers = [*trainer.metadata.finalizers, FINALIZER]
+    updated = _patch_finalizers(ctx, trainer, finalizers)
+    return updated, Trainer.from_object(updated)
+
+
+def _patch_finalizers(ctx: Context, trainer: Trainer, finalizers: list[str]) -> Obj:
+    patch = {"metadata": {"finalizers": finalizers,
+                          "resourceVersion": trainer.metadata.resource_version}}
+    try:
+        return ctx.kube.patch(resources.TRAINERS, trainer.metadata.name, patch)
+    except ApiError as exc:
+        if exc.status == 409:
+            raise TemporaryError(f"Trainer changed while updating finalizers: {exc}") from exc
+        raise
+
+
+def write_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer,
+                 compute: Callable[[Trainer], TrainerStatus]) -> bool:
+    """Apply ``compute(trainer)`` when it differs from the stored status; True if written.
+
+    On a precondition conflict the Trainer is read again and the status recomputed once.
+    """
+    for attempt in range(2):
+        new = compute(trainer)
+        if not status_changed(trainer.status, new):
+            return False
+        body = {"apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": trainer.metadata.name,
+                             "resourceVersion": trainer.metadata.resource_version},
+                "status": new.to_object()}
+        try:
+            ctx.kube.apply_status(body, STATUS_FIELD_MANAGER, res=resources.TRAINERS)
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            if exc.status != 409 or attempt == 1:
+                ctx.recorder.record(obj, NORMAL, "ReconcileError",
+                                    f"reconcile failed: {exc}")
+                raise TemporaryError(f"cannot write Trainer status: {exc}") from exc
+            loaded = _load(ctx, key)
+            if loaded is None:
+                return False
+            obj, trainer = loaded
+    return False
+
+
+def _deployments(ctx: Context, namespace: str) -> list[Obj]:
+    return sweep.list_labelled(ctx.kube, resources.DEPLOYMENTS, namespace)
+
+
+def _releases(ctx: Context, trainer: Trainer, sources: Sources) -> tuple[Release, ...]:
+    try:
+        info = provision.release_info(ctx.kube, sources, trainer.spec.namespace)
+    except provision.ProvisioningFailed:
+        return trainer.status.releases
+    return rel.status_releases(trainer.status.releases, info.component, info.platform)
+
+
+# -- handlers -----------------------------------------------------------------------------------
+
+def reconcile(ctx: Context, key: ObjectKey) -> Result | None:
+    loaded = _load(ctx, key)
+    if loaded is None:
+        return None
+    obj, trainer = loaded
+    if trainer.deleting or trainer.removed:
+        return None
+    obj, trainer = _ensure_finalizer(ctx, obj, trainer)
+    outcome = provision.Provisioner(ctx, trainer).run()
+    failed = outcome.provisioning.status != "True"
+    if failed:
+        ctx.recorder.record(obj, WARNING, "ProvisioningError",
+                            f"provisioning failed: {outcome.provisioning.message}")
+    if outcome.applied or outcome.deleted:
+        ctx.log.info("trainer %s: applied %d, deleted %d", key.name, len(outcome.applied),
+                     len(outcome.deleted))
+
+    def compute(current: Trainer) -> TrainerStatus:
+        return compute_status(StatusInputs(
+            mode=Mode.MANAGED, generation=current.metadata.generation, previous=current.status,
+            deployments=outcome.deployments, releases=outcome.releases, now=ctx.now(),
+            provisioning=outcome.provisioning, degraded=outcome.degraded))
+
+    write_status(ctx, key, obj, trainer, compute)
+    return Result(requeue_after=PROVISIONING_RETRY_SECONDS) if failed else None
+
+
+def status(ctx: Context, key: ObjectKey) -> Result | None:
+    loaded = _load(ctx, key)
+    if loaded is None:
+        return None
+    obj, trainer = loaded
+    if trainer.deleting:
+        return None
+    sources = Sources.from_env()
+    deployments = _deployments(ctx, trainer.spec.namespace)
+    releases = _releases(ctx, trainer, sources)
+
+    def compute(current: Trainer) -> TrainerStatus:
+        return compute_status(StatusInputs(
+            mode=_mode(current), generation=current.metadata.generation,
+            previous=current.status, deployments=deployments, releases=releases,
+            now=ctx.now()))
+
+    write_status(ctx, key, obj, trainer, compute)
+    return None
+
+
+def cleanup(ctx: Context) -> None:
+    """Everything labelled goes, except the namespace, CRDs and the platform's ConfigMap."""
+    sweep.remove_runtimes(ctx.kube, ctx.log)
+    deleted = sweep.sweep(ctx.kube, stamp=None)
+    if deleted:
+        ctx.log.info("trainer cleanup deleted %d objects", len(deleted))
+
+
+def gc(ctx: Context, key: ObjectKey) -> Result | None:
+    loaded = _load(ctx, key)
+    if loaded is None:
+        return None
+    obj, trainer = loaded
+    if trainer.deleting:
+        if FINALIZER not in trainer.metadata.finalizers:
+            return None
+        cleanup(ctx)
+        _patch_finalizers(ctx, trainer, [f for f in trainer.metadata.finalizers
+                                         if f != FINALIZER])
+        return None
+    if not trainer.removed:
+        return None
+    obj, trainer = _ensure_finalizer(ctx, obj, trainer)
+    outcome: Condition
+    try:
+        cleanup(ctx)
+    except ApiError as exc:
+        outcome = provisioning_failed(trainer.metadata.generation, str(exc))
+        ctx.recorder.record(obj, WARNING, "ProvisioningError", f"cleanup failed: {exc}")
+    else:
+        outcome = removed(trainer.metadata.generation)
+    deployments = _deployments(ctx, trainer.spec.namespace)
+    releases = _releases(ctx, trainer, Sources.from_env())
+
+    def compute(current: Trainer) -> TrainerStatus:
+        return compute_status(StatusInputs(
+            mode=Mode.REMOVED, generation=current.metadata.generation, previous=current.status,
+            deployments=deployments, releases=releases, now=ctx.now(), provisioning=outcome))
+
+    write_status(ctx, key, obj, trainer, compute)
+    cleaned = outcome.reason == REMOVED_REASON
+    return None if cleaned else Result(requeue_after=PROVISIONING_RETRY_SECONDS)
+
+
+# -- registration -------------------------------------------------------------------------------
+
+def _labelled_child(obj: Obj) -> ObjectKey | None:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return TRAINER_KEY if labels.get(PART_OF_LABEL) == PART_OF_VALUE else None
+
+
+def _configmap_child(obj: Obj) -> ObjectKey | None:
+    if (obj.get("metadata") or {}).get("name") == PLATFORM_CONFIGMAP:
+        return TRAINER_KEY
+    return _labelled_child(obj)
+
+
+def _always(_: Obj) -> ObjectKey | None:
+    return TRAINER_KEY
+
+
+def _jobset_crd(obj: Obj) -> ObjectKey | None:
+    name = (obj.get("metadata") or {}).get("name")
+    return TRAINER_KEY if name == "jobsets.jobset.x-k8s.io" else _labelled_child(obj)
+
+
+CONTROLLERS = [
+    Controller(
+        name="trainer",
+        parent=resources.TRAINERS,
+        handlers={"reconcile": reconcile, "gc": gc, "status": status},
+        children=(
+            ChildMapping("apps/v1", "Deployment", _labelled_child),
+            ChildMapping("v1", "ConfigMap", _configmap_child),
+            ChildMapping("v1", "Service", _labelled_child),
+            ChildMapping("v1", "Secret", _labelled_child),
+            ChildMapping("v1", "ServiceAccount", _labelled_child),
+            ChildMapping(kinds.CLUSTERROLES.api_version, "ClusterRole", _labelled_child),
+            ChildMapping(kinds.CLUSTERROLEBINDINGS.api_version, "ClusterRoleBinding",
+                         _labelled_child),
+            ChildMapping(kinds.ROLES.api_version, "Role", _labelled_child),
+            ChildMapping(kinds.ROLEBINDINGS.api_version, "RoleBinding", _labelled_child),
+            ChildMapping(kinds.VALIDATING_WEBHOOKS.api_version,
+                         "ValidatingWebhookConfiguration", _labelled_child),
+            ChildMapping(kinds.MUTATING_WEBHOOKS.api_version, "MutatingWebhookConfiguration",
+                         _labelled_child),
+            ChildMapping(kinds.CLUSTER_TRAINING_RUNTIMES.api_version, "ClusterTrainingRuntime",
+                         _labelled_child),
+            ChildMapping(resources.CRDS.api_version, "CustomResourceDefinition", _jobset_crd),
+            ChildMapping(kinds.JOBSET_OPERATORS.api_version, "JobSetOperator", _always),
+        ),
+    ),
+]

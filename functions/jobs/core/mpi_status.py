@@ -94,12 +94,17 @@ def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
     elif launcher is not None and replica["Launcher"].active >= 1 and running == len(workers):
         _set(status, notices, c.RUNNING, "True", "MPIJobRunning", f"MPIJob {who} is running.",
              now, "Normal")
-    if status.finished and status.condition(c.RUNNING) is None:
+    return StatusOutcome(status, notices)
+
+
+def _running_never_set(job: Job, status: JobStatus, now: datetime) -> None:
+    """A launcher that finished before Running was seen leaves Running=False before the end."""
+    if status.condition(c.RUNNING) is None and not status.finished:
         status.conditions.append(Condition(
             type=c.RUNNING, status="False", reason="MPIJobRunning",
-            message=f"MPIJob {who} is finished but Running condition was never set.",
+            message=f"MPIJob {job.namespace}/{job.name} is finished but Running condition was "
+                    "never set.",
             last_update_time=c.rfc3339(now), last_transition_time=c.rfc3339(now)))
-    return StatusOutcome(status, notices)
 
 
 def _complete(status: JobStatus, now: datetime, when: str | None = None) -> None:
@@ -114,6 +119,7 @@ def _launcher(job: Job, status: JobStatus, notices: list[Notice], launcher_statu
     launcher_status.failed = int(batch.get("failed") or 0)
     if job_condition(launcher, "Complete") is not None:
         launcher_status.succeeded = 1
+        _running_never_set(job, status, now)
         _complete(status, now, batch.get("completionTime"))
         _set(status, notices, c.SUCCEEDED, "True", "MPIJobSucceeded",
              f"MPIJob {who} successfully completed.", now, "Normal")
@@ -132,5 +138,6 @@ def _launcher(job: Job, status: JobStatus, notices: list[Notice], launcher_statu
             reason += "/" + str((last.get("status") or {}).get("reason") or "")
             message += ": " + str((last.get("status") or {}).get("message") or "")
             message = message[:EVENT_MESSAGE_LIMIT]
+    _running_never_set(job, status, now)
     _complete(status, now)
     _set(status, notices, c.FAILED, "True", reason, message, now, "Warning")

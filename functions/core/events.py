@@ -95,8 +95,10 @@ def parse_event(headers: Mapping[str, str], body: bytes, *,
     lowered = {name.lower(): value for name, value in headers.items()}
     content_type = lowered.get("content-type", "")
     media_type = content_type.partition(";")[0].strip().lower()
+    binary_body: bytes | None = None
     if any(name.startswith("ce-") for name in lowered):
         event = _parse_binary(lowered, body, media_type)
+        binary_body = body
     elif media_type == STRUCTURED_MEDIA_TYPE:
         event = _parse_structured(lowered, body)
     elif media_type == BATCH_MEDIA_TYPE:
@@ -110,7 +112,7 @@ def parse_event(headers: Mapping[str, str], body: bytes, *,
             "not a CloudEvent: no Ce-* headers (binary mode) and Content-Type is not "
             f"{STRUCTURED_MEDIA_TYPE} (structured mode); missing ce-type, ce-source, ce-id, "
             "ce-specversion")
-    return _to_api_event(event)
+    return _to_api_event(event, binary_body)
 
 
 def _is_json(media_type: str) -> bool:
@@ -174,11 +176,14 @@ def _require_utf8(body: bytes) -> None:
 
 
 def _json_problem(exc: json.JSONDecodeError, body: bytes) -> str:
-    where = "truncated" if exc.pos >= len(body.rstrip()) else f"at offset {exc.pos}"
-    return f"{exc.msg}, {where}"
+    ends_early = exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated string")
+    where = "the document is truncated" if ends_early else f"at offset {exc.pos}"
+    return f"{exc.msg}: {where}"
 
 
-def _to_api_event(event: BaseCloudEvent) -> ApiEvent:
+def _to_api_event(event: BaseCloudEvent, binary_body: bytes | None) -> ApiEvent:
+    """``binary_body`` is the raw data in binary mode, where the SDK returns a JSON string
+    value and an undecodable body alike as ``str``."""
     attributes = event.get_attributes()
     event_type = event.get_type()
     extensions = {name: _text(value) for name, value in attributes.items()
@@ -206,7 +211,7 @@ def _to_api_event(event: BaseCloudEvent) -> ApiEvent:
     datacontenttype = event.get_datacontenttype()
     if datacontenttype and not _is_json(datacontenttype.partition(";")[0].strip().lower()):
         raise InvalidEventError(f"datacontenttype {datacontenttype!r} is not JSON", 415)
-    data = _object_data(event.get_data())
+    data = _object_data(event.get_data(), binary_body)
     ref = _resource_ref(data, extensions) if mode == "resource" else _reference_ref(data,
                                                                                      extensions)
     return ApiEvent(operation=operation, mode=mode, ref=ref,
@@ -221,18 +226,19 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _object_data(data: dict[str, Any] | str | bytes | None) -> dict[str, Any]:
+def _object_data(data: dict[str, Any] | str | bytes | None,
+                 binary_body: bytes | None) -> dict[str, Any]:
     if data is None:
         raise InvalidEventError("event has no data; expected the object or its reference")
     if isinstance(data, bytes):
         raise InvalidEventError("data is binary; expected a JSON object")
     parsed: Any = data
-    if isinstance(data, str):
+    if isinstance(data, str) and binary_body is not None:
         try:
-            parsed = json.loads(data)
+            parsed = json.loads(binary_body)
         except json.JSONDecodeError as exc:
             raise InvalidEventError(
-                f"data is not valid JSON ({_json_problem(exc, data.encode())})") from exc
+                f"data is not valid JSON ({_json_problem(exc, binary_body)})") from exc
     if not isinstance(parsed, dict):
         raise InvalidEventError(f"data must be a JSON object, got {_json_kind(parsed)}")
     return parsed

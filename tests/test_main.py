@@ -1,0 +1,50 @@
+"""The ``python -m functions`` entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from functions.__main__ import build_parser, main
+from tests.core.test_events import SAMPLES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_only_the_requested_command_is_loaded() -> None:
+    parser = build_parser(["record", "--out", "x.jsonl"])
+    args = parser.parse_args(["record", "--out", "x.jsonl"])
+    assert args.command == "record"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "reconcile"])
+
+
+def test_without_a_command_help_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    for command in ("serve", "record", "replay", "router"):
+        assert command in out
+
+
+def test_replay_in_process_from_the_command_line(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
+           "FUNCTIONS_CONTROLLER_MODULES": "tests.runtime.controllers"}
+    result = subprocess.run(
+        [sys.executable, "-m", "functions", "replay",
+         str(SAMPLES / "02-captured-resource-update-pytorchjob-status.http.json"),
+         "--in-process", "reconcile", "--duplicate", "1", "--seed", "3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (report["read"], report["sent"], report["accepted"]) == (1, 2, 2)

@@ -83,7 +83,7 @@ def _label(meta: Obj) -> None:
     labels[PART_OF_LABEL] = PART_OF_VALUE
 
 
-def post_render(objs: Iterable[Obj], namespace: str | None, *,
+def post_render(objs: Iterable[Any], namespace: str | None, *,
                 drop_configmaps: bool = False) -> list[Obj]:
     """The operator's post-build pipeline: filter, then namespace (if any), then label."""
     out: list[Obj] = []

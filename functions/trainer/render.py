@@ -145,6 +145,9 @@ class Renderer:
                namespace: str | None) -> list[Obj]:
         work_root = self.work_root or Path(os.environ.get("TRAINER_WORK_DIR")
                                            or tempfile.gettempdir())
+        if work_root.resolve().is_relative_to(manifest_set.template_dir.resolve()):
+            raise RenderError(f"work directory {work_root} is inside the templates "
+                              f"{manifest_set.template_dir}")
         work_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"{manifest_set.name}-", dir=work_root))
         try:

@@ -1,0 +1,138 @@
+"""The official Kubeflow Training SDK (``kubeflow-training`` 1.9) against our controllers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubeflow.training import (  # type: ignore[import-untyped]
+    KubeflowOrgV1PyTorchJob,
+    KubeflowOrgV1PyTorchJobSpec,
+    KubeflowOrgV1ReplicaSpec,
+    KubeflowOrgV1RunPolicy,
+    KubeflowOrgV1TFJob,
+    KubeflowOrgV1TFJobSpec,
+    TrainingClient,
+)
+from kubernetes import client as k8s
+
+from functions.cluster import kwok
+from functions.kube.client import KubeClient
+from tests.jobs.driver import JobDriver
+
+pytestmark = pytest.mark.cluster
+
+
+def template(container: str, *, finish: bool) -> Any:
+    labels = {kwok.RESULT_LABEL: "succeed"} if finish else {}
+    return k8s.V1PodTemplateSpec(
+        metadata=k8s.V1ObjectMeta(labels=labels, annotations={kwok.DELAY_ANNOTATION: "3s"}),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(
+            name=container, image="docker.io/kubeflowkatib/pytorch-mnist-cpu:v1beta1-21320b6",
+            command=["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"])]))
+
+
+class Background:
+    """Calls the handlers for one job until stopped, as events and resyncs would."""
+
+    def __init__(self, driver: JobDriver) -> None:
+        self.driver = driver
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                if self.driver.get() is not None:
+                    self.driver.step()
+            except Exception as exc:
+                self.errors.append(exc)
+                return
+            self.stop.wait(0.3)
+
+
+@pytest.fixture
+def sdk(cluster: Any) -> TrainingClient:
+    return TrainingClient(config_file=str(cluster.kubeconfig))
+
+
+@pytest.fixture
+def handlers(kube: KubeClient, namespace: str) -> Iterator[list[Background]]:
+    started: list[Background] = []
+    yield started
+    for runner in started:
+        runner.stop.set()
+        runner.thread.join(timeout=10)
+
+
+def drive(kube: KubeClient, handlers: list[Background], kind: str, name: str,
+          namespace: str) -> Background:
+    runner = Background(JobDriver(kube, {"kind": kind, "metadata": {"name": name,
+                                                                    "namespace": namespace}}))
+    runner.thread.start()
+    handlers.append(runner)
+    return runner
+
+
+def test_sdk_pytorchjob_reaches_succeeded(kube: KubeClient, crds: None, namespace: str,
+                                          sdk: TrainingClient,
+                                          handlers: list[Background]) -> None:
+    job = KubeflowOrgV1PyTorchJob(
+        api_version="kubeflow.org/v1", kind="PyTorchJob",
+        metadata=k8s.V1ObjectMeta(name="sdk-mnist", namespace=namespace),
+        spec=KubeflowOrgV1PyTorchJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            pytorch_replica_specs={
+                "Master": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, restart_policy="OnFailure",
+                    template=template("pytorch", finish=True)),
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, restart_policy="OnFailure",
+                    template=template("pytorch", finish=False)),
+            }))
+    sdk.create_job(job)
+    runner = drive(kube, handlers, "PyTorchJob", "sdk-mnist", namespace)
+
+    sdk.wait_for_job_conditions("sdk-mnist", namespace, job_kind="PyTorchJob",
+                                expected_conditions={"Running"}, wait_timeout=60,
+                                polling_interval=1)
+    assert sorted(sdk.get_job_pod_names("sdk-mnist", namespace)) == [
+        "sdk-mnist-master-0", "sdk-mnist-worker-0"]
+    assert sdk.get_job_pod_names("sdk-mnist", namespace, is_master=True) == [
+        "sdk-mnist-master-0"]
+    done = sdk.wait_for_job_conditions("sdk-mnist", namespace, job_kind="PyTorchJob",
+                                       wait_timeout=60, polling_interval=1)
+    assert runner.errors == []
+    assert sdk.is_job_succeeded("sdk-mnist", namespace, job_kind="PyTorchJob")
+    assert done.status.completion_time is not None
+    assert done.status.replica_statuses["Master"].succeeded == 1
+    assert [c.type for c in sdk.get_job_conditions("sdk-mnist", namespace)][-1] == "Succeeded"
+    listed = sdk.list_jobs(namespace, job_kind="PyTorchJob")
+    assert [j.metadata.name for j in listed] == ["sdk-mnist"]
+    fetched = sdk.get_job("sdk-mnist", namespace, job_kind="PyTorchJob")
+    assert fetched.spec.pytorch_replica_specs["Worker"].replicas == 1
+    sdk.delete_job("sdk-mnist", namespace, job_kind="PyTorchJob")
+    assert sdk.list_jobs(namespace, job_kind="PyTorchJob") == []
+
+
+def test_sdk_tfjob_reaches_succeeded(kube: KubeClient, crds: None, namespace: str,
+                                     sdk: TrainingClient, handlers: list[Background]) -> None:
+    job = KubeflowOrgV1TFJob(
+        api_version="kubeflow.org/v1", kind="TFJob",
+        metadata=k8s.V1ObjectMeta(name="sdk-tf", namespace=namespace),
+        spec=KubeflowOrgV1TFJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="All"),
+            tf_replica_specs={
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=2, template=template("tensorflow", finish=True)),
+            }))
+    sdk.create_job(job)
+    runner = drive(kube, handlers, "TFJob", "sdk-tf", namespace)
+    done = sdk.wait_for_job_conditions("sdk-tf", namespace, job_kind="TFJob", wait_timeout=60,
+                                       polling_interval=1)
+    assert runner.errors == []
+    assert sdk.is_job_succeeded("sdk-tf", namespace, job_kind="TFJob")
+    assert done.status.conditions[-1].message == f"TFJob {namespace}/sdk-tf successfully completed."

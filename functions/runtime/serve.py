@@ -10,7 +10,9 @@ one worker, threads for concurrency, ``PORT`` from the environment (Knative sets
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -71,10 +73,17 @@ def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0
     return options
 
 
+def _remove_in_master(directory: str, master: int) -> None:
+    if os.getpid() == master:  # workers exit through atexit too
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def serve(function: str, port: int, workers: int = 1, threads: int = 8,
           host: str = "0.0.0.0") -> None:  # noqa: S104
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="functions-metrics-")
+        directory = tempfile.mkdtemp(prefix="functions-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        atexit.register(_remove_in_master, directory, os.getpid())
     FunctionServer(function, gunicorn_options(port, workers, threads, host)).run()
 
 

@@ -1,0 +1,80 @@
+"""``python -m functions serve``: the container's command, as a real gunicorn process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from functions.runtime.router import post_event
+from tests.core.test_events import BINARY, load_sample
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def write_kubeconfig(path: Path) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "server exited"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"{url} never became ready")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig")),
+           "FUNCTIONS_CONTROLLER_MODULES": "tests.runtime.controllers"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "2", "--threads", "4"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(f"{base}/health/readiness", process)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_served_function_answers_like_a_broker_expects(served: str) -> None:
+    accepted = post_event(f"{served}/",
+                          *load_sample("02-captured-resource-update-pytorchjob-status.http.json"))
+    assert (accepted.status, accepted.body) == (202, b"")
+    rejected = post_event(f"{served}/", BINARY, b'{"apiVersion": "v1", "kind"')
+    assert rejected.status == 400
+    assert b"truncated" in rejected.body
+    with urllib.request.urlopen(f"{served}/metrics", timeout=5) as response:
+        assert b"functions_events_total" in response.read()

@@ -48,6 +48,8 @@ from functions.runtime.recording import HOP_HEADERS, RecordedRequest, now_stamp
 log = logging.getLogger(__name__)
 
 REQUIRED = ("specversion", "id", "source", "type")
+# Without delivery.timeout, bound a request like Knative Serving's default revision timeout.
+DEFAULT_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,8 @@ class Router:
         attempts = 0
         for attempt in range(spec.retry + 1):
             attempts += 1
-            result = post_event(subscription.url, headers, request.body, spec.timeout)
+            result = post_event(subscription.url, headers, request.body,
+                                spec.timeout or DEFAULT_TIMEOUT)
             if is_success(result.status):
                 if result.body.strip():
                     log.warning("router: %s answered %s with a body; a Broker treats that as "

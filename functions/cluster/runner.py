@@ -41,6 +41,9 @@ KCM_CONTROLLERS = (
     "deployment-controller", "replicaset-controller", "job-controller",
     "ttl-after-finished-controller", "pod-garbage-collector-controller",
     "resourcequota-controller", "endpointslice-controller",
+    # Lifts the not-ready taint that admission puts on every new node once kwok reports it
+    # Ready, and taints nodes whose lease kwok stops renewing.
+    "node-lifecycle-controller",
 )
 
 
@@ -204,7 +207,7 @@ class LocalCluster:
             f"--kubeconfig={self.kubeconfig}", f"--config={stages}",
             f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
             "--node-lease-duration-seconds=40",
-            "--server-address=", "--node-ip=10.240.0.1",
+            "--server-address=", "--node-ip=10.240.0.1", "--v=WARN",
         ])
         for obj in self.nodes:
             kube.create(obj, res=resources.NODES)

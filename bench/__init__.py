@@ -1,0 +1,1 @@
+"""Benchmarks: measured figures for the README and the closing notes (``make bench``)."""

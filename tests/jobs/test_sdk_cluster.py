@@ -93,7 +93,7 @@ def test_sdk_pytorchjob_reaches_succeeded(kube: KubeClient, crds: None, namespac
                     replicas=1, restart_policy="OnFailure",
                     template=template("pytorch", finish=False)),
             }))
-    sdk.create_job(job)
+    sdk.create_job(job, namespace=namespace)
     runner = drive(kube, handlers, "PyTorchJob", "sdk-mnist", namespace)
 
     sdk.wait_for_job_conditions("sdk-mnist", namespace, job_kind="PyTorchJob",
@@ -129,7 +129,7 @@ def test_sdk_tfjob_reaches_succeeded(kube: KubeClient, crds: None, namespace: st
                 "Worker": KubeflowOrgV1ReplicaSpec(
                     replicas=2, template=template("tensorflow", finish=True)),
             }))
-    sdk.create_job(job)
+    sdk.create_job(job, namespace=namespace)
     runner = drive(kube, handlers, "TFJob", "sdk-tf", namespace)
     done = sdk.wait_for_job_conditions("sdk-tf", namespace, job_kind="TFJob", wait_timeout=60,
                                        polling_interval=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from functions.jobs.core.frameworks import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from functions.jobs.core.frameworks import LABEL_JOB_ROLE, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from functions.jobs.core.model import Job, Obj
 
 MISSING_EXIT_CODE = 0xBEEF   # upstream's marker for "no terminated state": treated as retryable
@@ -40,7 +40,9 @@ def controlled_by(obj: Obj, uid: str) -> bool:
 
 def replica_type_of(job: Job, obj: Obj) -> str | None:
     """The canonical replica type named by the object's label (``None`` if not one of ours)."""
-    label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_REPLICA_TYPE)
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    # MPIJob v2beta1 pods carry only a role label (worker / launcher).
+    label = labels.get(LABEL_REPLICA_TYPE) or labels.get(LABEL_JOB_ROLE)
     if label is None:
         return None
     for rtype in job.replica_specs:

@@ -10,6 +10,7 @@ which becomes ``ProvisioningSucceeded=False`` (reason ``Error``) with the operat
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from functions.trainer.render import Renderer, RenderError, Sources, read_compon
 
 Obj = dict[str, Any]
 CLUSTER_VERSION_NAME = "version"
+NEW_TYPE_TIMEOUT_SECONDS = 20.0
 renderer = Renderer()
 
 
@@ -181,6 +183,7 @@ class Provisioner:
         self.deployments: list[Obj] = []
         self.releases: ReleaseInfo = ReleaseInfo((), None)
         self.applied: list[str] = []
+        self.applied_crds = 0
         self.deleted: list[str] = []
 
     def run(self) -> Outcome:
@@ -231,9 +234,15 @@ class Provisioner:
             type_key = (str(obj["apiVersion"]), str(obj["kind"]))
             meta = obj["metadata"]
             if type_key in missing:
-                raise ProvisioningFailed(
-                    f"failed to lookup object {meta.get('namespace') or ''}/{meta['name']}: "
-                    f"no matches for kind \"{obj['kind']}\" in version \"{obj['apiVersion']}\"")
+                items = self._observe_new_type(type_key)
+                if items is None:
+                    raise ProvisioningFailed(
+                        f"failed to lookup object {meta.get('namespace') or ''}/{meta['name']}: "
+                        f"no matches for kind \"{obj['kind']}\" in version "
+                        f"\"{obj['apiVersion']}\"")
+                missing.discard(type_key)
+                observed[type_key] = items
+                live.update((object_id(o), o) for o in items[1])
             res = observed[type_key][0]
             current = live.get(object_id(obj))
             if current is None and not (created_namespace and _in(obj, self.namespace)):
@@ -244,6 +253,25 @@ class Provisioner:
         self.deployments = [o for key, o in live.items()
                             if o.get("kind") == "Deployment" and key not in deleted
                             and _in(o, self.namespace) and labelled(o)]
+
+    def _observe_new_type(self, type_key: tuple[str, str]
+                          ) -> tuple[Resource, list[Obj]] | None:
+        """A type that was not served when observed, after this pass applied CRDs.
+
+        New CRDs take a moment to be served; wait for discovery to list the kind, then read
+        it like any other type. ``None`` when it does not appear.
+        """
+        if not self.applied_crds:
+            return None
+        api_version, kind = type_key
+        deadline = time.monotonic() + NEW_TYPE_TIMEOUT_SECONDS
+        while not any(r.kind == kind for r in self.kube.discover(api_version)):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+        res = kinds.resource_of(self.kube, api_version, kind)
+        namespace = self.namespace if res.namespaced else None
+        return res, sweep.list_labelled(self.kube, res, namespace)
 
     def _get(self, res: Resource, obj: Obj) -> Obj | None:
         """An object missing from the labelled LIST may still exist unlabelled."""
@@ -276,6 +304,8 @@ class Provisioner:
             else:
                 raise ProvisioningFailed(_failure_text(obj, exc)) from exc
         self.applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+        if obj["kind"] == "CustomResourceDefinition":
+            self.applied_crds += 1
         return applied
 
     def _ssa(self, body: Obj, manager: str, res: Resource) -> Obj:

@@ -30,9 +30,16 @@ ObjectId = tuple[str, str, str, str]
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 RUNTIME_KINDS = frozenset({"ClusterTrainingRuntime", "TrainingRuntime"})
-# (group, kind) pairs never collected by the label sweep.
+# (group, kind) pairs never collected by the label sweep: protected types, runtimes (deleted
+# explicitly) and objects controllers derive from ours, which copy our labels and annotations
+# (their owners' deletion takes them along, and deleting them only makes controllers churn).
 UNREMOVABLE: frozenset[tuple[str, str]] = frozenset({
     ("", "Namespace"),
+    ("", "Pod"),
+    ("", "Endpoints"),
+    ("apps", "ReplicaSet"),
+    ("apps", "ControllerRevision"),
+    ("discovery.k8s.io", "EndpointSlice"),
     ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ("coordination.k8s.io", "Lease"),
     ("", "Event"),
@@ -99,7 +106,7 @@ def collectable(obj: Mapping[str, Any], stamp: Stamp | None,
     meta = obj.get("metadata") or {}
     if (group, kind) in UNREMOVABLE or not labelled(obj) or opted_out(obj):
         return False
-    if meta.get("deletionTimestamp"):
+    if meta.get("deletionTimestamp") or _controlled(meta):
         return False
     if kind == "ConfigMap" and name == PLATFORM_CONFIGMAP:
         return False
@@ -109,6 +116,10 @@ def collectable(obj: Mapping[str, Any], stamp: Stamp | None,
         and object_id(obj) not in desired
 
 
+def _controlled(meta: Mapping[str, Any]) -> bool:
+    return any(ref.get("controller") for ref in meta.get("ownerReferences") or [])
+
+
 def sweep_needed(observed: Collection[Mapping[str, Any]], stamp: Stamp) -> bool:
     """Whether a full sweep over every type is worth its cost this time.
 
@@ -116,8 +127,7 @@ def sweep_needed(observed: Collection[Mapping[str, Any]], stamp: Stamp) -> bool:
     stale objects after the stamp changed (upgrade, spec change, new instance), which shows on
     the rendered types' objects as a different stamp.
     """
-    return any(labelled(obj) and not opted_out(obj) and stale_by_annotations(obj, stamp)
-               for obj in observed)
+    return any(collectable(obj, stamp) for obj in observed)
 
 
 def runtime_finalizers_without_legacy(obj: Mapping[str, Any], finalizer: str) -> list[str] | None:

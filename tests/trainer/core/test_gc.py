@@ -88,6 +88,14 @@ def test_stale_by_annotations(annotations: dict[str, str] | None, stamp: Stamp |
                        annotations=stamped()), None, None, False, id="runtime-explicit-only"),
     pytest.param(thing(name="odh-trainer-config", annotations={"a": "b"}), None, None, False,
                  id="platform-configmap-protected"),
+    pytest.param(thing(annotations=stamped(generation="1"),
+                       ownerReferences=[{"kind": "Deployment", "controller": True}]), STAMP,
+                 None, False, id="controller-owned"),
+    pytest.param(thing("ReplicaSet", api_version="apps/v1",
+                       annotations={"deployment.kubernetes.io/revision": "1"}), None, None,
+                 False, id="replicaset-derived-from-deployment"),
+    pytest.param(thing("Endpoints", annotations={"x": "y"}), None, None, False,
+                 id="endpoints-derived-from-service"),
     pytest.param(thing(name="rhoai-config-old", annotations=stamped()), STAMP,
                  {object_id(thing(name="rhoai-config-new"))}, True,
                  id="current-but-no-longer-rendered"),
@@ -126,6 +134,9 @@ def test_sweepable(group: str, kind: str, verbs: set[str], expected: bool) -> No
     pytest.param([thing(annotations={**stamped(generation="1"),
                                      "opendatahub.io/managed": "false"})], False,
                  id="opted-out-ignored"),
+    pytest.param([thing("CustomResourceDefinition", api_version="apiextensions.k8s.io/v1",
+                        annotations={"controller-gen.kubebuilder.io/version": "v0.18.0"})],
+                 False, id="unstamped-crd-ignored"),
 ])
 def test_sweep_needed(objs: list[Obj], expected: bool) -> None:
     assert sweep_needed(objs, STAMP) is expected

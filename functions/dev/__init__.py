@@ -1,0 +1,1 @@
+"""The local development run: the whole product against a real local cluster."""

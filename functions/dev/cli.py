@@ -1,0 +1,98 @@
+"""``python -m functions dev``: run the product locally until Ctrl-C.
+
+Starts a local cluster, installs the CRDs and RBAC, runs the reconcile, gc and status
+functions under gunicorn with their own ServiceAccount tokens, the real ApiServerSource
+receive adapter, and a router that delivers events as the Broker and Triggers in
+``eventing/`` would (with retries and a resync tick). Then it prints what to try.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from functions.cluster.binaries import BinariesError, ensure_bin_dir
+from functions.cluster.runner import ClusterError
+from functions.dev.stack import REPO, DevStack
+
+LOCAL_UPSTREAM = REPO.parent / "shared" / "upstream" / "trainer-manifests"
+FETCHED = REPO / "build" / "manifests" / "trainer"
+
+
+def trainer_manifests() -> Path:
+    """The upstream trainer manifests: ``TRAINER_MANIFESTS_DIR``, else fetched into build/
+    by ``hack/get_trainer_manifests.sh`` (from ``TRAINER_MANIFESTS_SOURCE`` or a sibling
+    ``shared/upstream`` checkout when present, else downloaded at the pinned commit)."""
+    configured = os.environ.get("TRAINER_MANIFESTS_DIR")
+    if configured:
+        return Path(configured)
+    if not (FETCHED / "rhoai" / "kustomization.yaml").exists():
+        command = ["bash", str(REPO / "hack" / "get_trainer_manifests.sh"), str(FETCHED)]
+        source = os.environ.get("TRAINER_MANIFESTS_SOURCE")
+        if not source and (LOCAL_UPSTREAM / "rhoai").exists():
+            command[2:2] = ["--from", str(LOCAL_UPSTREAM)]
+        subprocess.run(command, check=True)
+    return FETCHED
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("dev", help="run everything locally (cluster, functions, "
+                                   "ApiServerSource adapter, router) until Ctrl-C")
+    parser.add_argument("--resync", type=float, default=30.0, metavar="SECONDS",
+                        help="resync tick period (default 30; 0 = off)")
+    parser.add_argument("--record", type=Path, help="append every routed event to this JSONL")
+    parser.add_argument("--admin", action="store_true",
+                        help="run the functions as cluster admin instead of their "
+                             "ServiceAccounts")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        stack = DevStack(ensure_bin_dir(), trainer_manifests=trainer_manifests(),
+                         resync_interval=args.resync, record=args.record,
+                         as_service_accounts=not args.admin)
+        stack.start()
+    except (BinariesError, ClusterError, subprocess.CalledProcessError) as exc:
+        print(f"dev: {exc}", file=sys.stderr)
+        return 1
+    assert stack.cluster is not None
+    assert stack.router is not None
+    kubeconfig = stack.cluster.kubeconfig
+    kubectl = stack.bin_dir / "kubectl"
+    print(f"""
+Ready in {time.monotonic() - started:.1f}s.
+  kubeconfig : {kubeconfig}
+  router     : {stack.router.url}   functions: {', '.join(
+        f'{name} {url}' for name, url in stack.function_urls.items())}
+  logs       : {stack.cluster.logs}
+
+Try:
+  export KUBECONFIG={kubeconfig}
+  {kubectl} apply -f config/samples/trainer.yaml
+  {kubectl} get trainer default-trainer -w
+  {kubectl} create namespace demo && {kubectl} apply -n demo -f config/samples/pytorchjob.yaml
+  {kubectl} get pytorchjobs,pods -n demo -w
+
+Ctrl-C stops everything.""", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            stack.check_processes()
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        print(f"dev: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print("stopping ...", file=sys.stderr)
+        stack.stop()
+    return 0

@@ -21,9 +21,8 @@ from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from tests.support import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
 _active_cluster: LocalCluster | None = None
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
 
 
 def wait_for(condition: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1,

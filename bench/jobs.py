@@ -1,0 +1,153 @@
+"""Burst of PyTorchJobs on the local cluster: our handlers against the API server's own limit.
+
+Limit: a plain loop that creates the same objects (job CRs, then every pod and service the
+controller would create) with the same client and the same parallelism. Ours: create the job
+CRs, then run the reconcile and status handlers once per job (as one event per job would) until
+every pod and service exists and every job has its Created condition. Also reported: API
+requests per job, and the writes a second, idle pass makes (should be zero).
+
+``python -m bench.jobs [--jobs N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from functions.cluster.binaries import ensure_bin_dir
+from functions.cluster.manifests import apply_objects, load_documents
+from functions.cluster.runner import LocalCluster
+from functions.core.keys import ObjectKey
+from functions.jobs.controller import CONTROLLERS
+from functions.jobs.core.defaults import with_defaults
+from functions.jobs.core.model import parse_job
+from functions.jobs.core.objects import Settings, desired_pod, desired_service
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.runtime.recorder import EventRecorder
+from functions.runtime.registry import Context
+
+REPO = Path(__file__).resolve().parents[1]
+WORKERS = 8
+WRITES = ("create", "apply", "patch", "delete")
+
+
+def _job(name: str, namespace: str) -> dict[str, Any]:
+    spec = yaml.safe_load((REPO / "config" / "samples" / "pytorchjob.yaml").read_text())
+    spec["metadata"] = {"name": name, "namespace": namespace}
+    spec["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+    return dict(spec)
+
+
+def _namespace(kube: KubeClient, name: str) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                res=resources.NAMESPACES)
+
+
+def _untaint(kube: KubeClient) -> None:
+    for node in kube.list(resources.NODES):
+        taints = [t for t in node.get("spec", {}).get("taints") or []
+                  if t.get("key") != "node.kubernetes.io/not-ready"]
+        kube.patch(resources.NODES, node["metadata"]["name"], {"spec": {"taints": taints}})
+
+
+def _settle(kube: KubeClient, namespace: str, pods: int, timeout: float = 120) -> None:
+    """Wait until kwok has every pod of the namespace Running, so phases do not overlap."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = sum(1 for p in kube.list(resources.PODS, namespace)
+                      if p.get("status", {}).get("phase") == "Running")
+        if running >= pods:
+            break
+        time.sleep(1)
+    time.sleep(3)
+
+
+def limit(kube: KubeClient, jobs: int) -> float:
+    """Seconds to create N jobs plus their pods and services with a plain create loop."""
+    _namespace(kube, "bench-limit")
+    started = time.monotonic()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        created = list(pool.map(lambda i: kube.create(_job(f"job-{i}", "bench-limit"),
+                                                      res=resources.PYTORCHJOBS), range(jobs)))
+        children: list[dict[str, Any]] = []
+        for obj in created:
+            job = with_defaults(parse_job(obj))
+            for rtype in job.replica_specs:
+                for index in range(job.replicas(rtype)):
+                    children.append(desired_pod(job, rtype, index, Settings())[0])
+                    children.append(desired_service(job, rtype, index))
+        list(pool.map(lambda obj: kube.create(obj), children))
+    return time.monotonic() - started
+
+
+def ours(kube: KubeClient, jobs: int) -> dict[str, float]:
+    _namespace(kube, "bench-ours")
+    controller = next(c for c in CONTROLLERS if c.parent.kind == "PyTorchJob")
+    recorder = EventRecorder(kube, "training-jobs")
+    keys = [ObjectKey("kubeflow.org/v1", "PyTorchJob", "bench-ours", f"job-{i}")
+            for i in range(jobs)]
+
+    def handle(key: ObjectKey) -> None:
+        controller.handlers["reconcile"](Context(kube, recorder, "reconcile"), key)
+        controller.handlers["status"](Context(kube, recorder, "status"), key)
+
+    before = kube.request_count()
+    started = time.monotonic()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(lambda i: kube.create(_job(f"job-{i}", "bench-ours"),
+                                            res=resources.PYTORCHJOBS), range(jobs)))
+        list(pool.map(handle, keys))
+    elapsed = time.monotonic() - started
+    requests = kube.request_count() - before
+    pods = kube.list(resources.PODS, "bench-ours")
+    services = kube.list(resources.SERVICES, "bench-ours")
+    created = sum(1 for j in kube.list(resources.PYTORCHJOBS, "bench-ours")
+                  if any(c["type"] == "Created" for c in j.get("status", {}).get("conditions", [])))
+    _settle(kube, "bench-ours", len(pods))
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(handle, keys))          # catch up: every job is Running now
+    writes_before = kube.request_count(*WRITES)
+    requests_before = kube.request_count()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        list(pool.map(handle, keys))          # nothing changed: must not write
+    idle_writes = kube.request_count(*WRITES) - writes_before
+    idle_reads = (kube.request_count() - requests_before) / jobs
+    return {"seconds": round(elapsed, 2), "requests_per_job": round(requests / jobs, 2),
+            "pods": len(pods), "services": len(services), "jobs_with_created": created,
+            "idle_pass_writes": idle_writes, "idle_pass_reads_per_job": round(idle_reads, 2)}
+
+
+def run(repeats: int = 1, jobs: int = 200) -> dict[str, Any]:
+    cluster = LocalCluster(ensure_bin_dir())
+    cluster.start()
+    try:
+        kube = cluster.client()
+        apply_objects(kube, load_documents([REPO / "config" / "crd"]))
+        _untaint(kube)
+        raw = limit(kube, jobs)
+        _settle(kube, "bench-limit", jobs * 3)
+        result = ours(kube, jobs)
+        return {"jobs": jobs, "limit_seconds": round(raw, 2), "ours": result,
+                "ratio_to_limit": round(result["seconds"] / raw, 2)}
+    finally:
+        cluster.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.jobs")
+    parser.add_argument("--jobs", type=int, default=200)
+    args = parser.parse_args()
+    print(json.dumps(run(jobs=args.jobs), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

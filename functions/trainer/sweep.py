@@ -11,8 +11,6 @@ CRD is not installed reads as empty, so cleanup never blocks on missing Trainer 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -31,13 +29,8 @@ from functions.trainer.core.gc import (
 
 Obj = dict[str, Any]
 
-DISCOVERY_TTL_SECONDS = 60.0
 # Answers to a LIST that mean "nothing of this type for us".
 _EMPTY_LIST_STATUSES = frozenset({403, 404, 405})
-
-_discovery_lock = threading.Lock()
-_discovery_cache: dict[int, tuple[float, list[ApiType]]] = {}
-
 
 def _get_json(kube: KubeClient, path: str) -> dict[str, Any] | None:
     response = kube.call("discovery", "GET", path)
@@ -56,12 +49,11 @@ def _types_of(group: str, version: str, data: dict[str, Any]) -> list[ApiType]:
 
 
 def discover_types(kube: KubeClient) -> list[ApiType]:
-    """Every top-level type of the preferred version of each served group (cached briefly)."""
-    now = time.monotonic()
-    with _discovery_lock:
-        cached = _discovery_cache.get(id(kube))
-        if cached is not None and now - cached[0] < DISCOVERY_TTL_SECONDS:
-            return cached[1]
+    """Every top-level type of the preferred version of each served group.
+
+    Not cached: sweeps are rare (cleanup, or after the stamp moved) and must see types whose
+    CRDs were installed a moment ago.
+    """
     found = _types_of("", "v1", _get_json(kube, "/api/v1") or {})
     for group in (_get_json(kube, "/apis") or {}).get("groups") or []:
         preferred = (group.get("preferredVersion") or {}).get("groupVersion")
@@ -70,8 +62,6 @@ def discover_types(kube: KubeClient) -> list[ApiType]:
         data = _get_json(kube, f"/apis/{preferred}")
         if data is not None:
             found.extend(_types_of(group["name"], preferred.rpartition("/")[2], data))
-    with _discovery_lock:
-        _discovery_cache[id(kube)] = (now, found)
     return found
 
 

@@ -242,7 +242,8 @@ def pytorch() -> dict[str, Any]:
         "maxRestarts": s("integer", "torchrun --max-restarts.", format="int32"),
         "metrics": {"type": "array", "description": "autoscaling/v2 MetricSpecs; when set a "
                                                     "HorizontalPodAutoscaler scales Workers.",
-                    "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "items": {"type": "object", "description": "One autoscaling/v2 MetricSpec.",
+                              "x-kubernetes-preserve-unknown-fields": True}},
     })
     spec = obj("Desired state of the PyTorchJob.", {
         "pytorchReplicaSpecs": replica_map("PyTorchJob", types, "pytorch", "OnFailure", [

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -138,3 +140,24 @@ def test_immutable_fields(kube: KubeClient, crds: None, namespace: str, field: s
     assert caught.value.status == 422
     assert message in caught.value.message
     kube.patch(RESOURCES["TFJob"], "imm", {"spec": {"runPolicy": {"suspend": True}}}, namespace)
+
+
+@pytest.mark.parametrize(("field", "text"), [
+    pytest.param("pytorchjobs.spec.runPolicy.cleanPodPolicy", "Which pods to delete when the "
+                 "job finishes", id="clean-pod-policy"),
+    pytest.param("tfjobs.spec.tfReplicaSpecs", "Replica specs by replica type", id="tf-specs"),
+    pytest.param("mpijobs.spec.slotsPerWorker", "Slots per worker in the hostfile",
+                 id="mpi-slots"),
+])
+def test_kubectl_explain_shows_field_docs(cluster: Any, crds: None, field: str,
+                                          text: str) -> None:
+    command = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}",
+               "explain", field]
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode == 0 and text in " ".join(done.stdout.split()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"kubectl explain {field}: {done.stdout} {done.stderr}")
+        time.sleep(1)

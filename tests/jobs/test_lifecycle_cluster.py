@@ -130,6 +130,11 @@ def test_create_run_succeed(kube: KubeClient, crds: None, namespace: str,
     statuses = driver.status()["replicaStatuses"]
     assert sum(s.get("active", 0) for s in statuses.values()) == len(scenario.pods)
     assert ("selector" in statuses["Worker"]) is scenario.selector
+    writes = kube.request_count("create", "apply", "patch", "delete")
+    driver.step()
+    driver.step()
+    assert kube.request_count("create", "apply", "patch", "delete") == writes, (
+        "a running job with nothing to do costs no writes")
 
     driver.finish_pod(f"{name}-{scenario.succeed_pod}", "succeed")
     driver.run_until(lambda: driver.condition("Succeeded"), what="Succeeded")

@@ -51,7 +51,8 @@ def min_resources(job: Job, min_member: int) -> dict[str, str]:
     return {k: _format(v) for k, v in sorted(totals.items())}
 
 
-def desired_podgroup(job: Job, settings: Settings) -> Obj:
+def desired_podgroup(job: Job, settings: Settings, existing: Obj | None = None) -> Obj:
+    """The job's PodGroup; a volcano queue already set on ``existing`` is kept."""
     policy = job.run_policy.scheduling_policy
     min_member = (policy.min_available if policy and policy.min_available is not None
                   else job.total_replicas)
@@ -61,7 +62,8 @@ def desired_podgroup(job: Job, settings: Settings) -> Obj:
     if resources:
         spec["minResources"] = resources
     if settings.gang_scheduler == VOLCANO:
-        spec["queue"] = (policy.queue if policy and policy.queue else "default")
+        current = ((existing or {}).get("spec") or {}).get("queue")
+        spec["queue"] = current or (policy.queue if policy and policy.queue else "default")
         if policy and policy.priority_class:
             spec["priorityClassName"] = policy.priority_class
     elif policy and policy.schedule_timeout_seconds is not None:

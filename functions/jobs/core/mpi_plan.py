@@ -53,7 +53,7 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
             plan.applies.append(_suspend_patch(job, True))
         return plan
     if settings.gang_scheduler and observed.podgroup_supported:
-        desired = desired_podgroup(job, settings)
+        desired = desired_podgroup(job, settings, observed.podgroup)
         if observed.podgroup is None:
             plan.creates.append(desired)
         elif not covers(observed.podgroup.get("spec"), desired["spec"]):

@@ -169,7 +169,8 @@ def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
     elif observed.hpa is not None:
         plan.deletes.append(observed.hpa)
     if settings.gang_scheduler and observed.podgroup_supported:
-        _apply_if_changed(plan, observed.podgroup, desired_podgroup(job, settings))
+        desired = desired_podgroup(job, settings, observed.podgroup)
+        _apply_if_changed(plan, observed.podgroup, desired)
         if podgroup_waiting(settings, observed.podgroup):
             return plan
     _replicas(plan, job, observed, settings)

@@ -148,6 +148,8 @@ def test_gang_podgroup_and_volcano_wait() -> None:
     assert plan.creates[0]["spec"] == {"minMember": 2, "queue": "research"}
     observed.podgroup = {**plan.creates[0], "status": {"phase": "Inqueue"}}
     assert len(reconcile_plan(observed, NOW, settings).creates) == 6
+    observed.podgroup["spec"] = {**observed.podgroup["spec"], "queue": "chosen-by-volcano"}
+    assert reconcile_plan(observed, NOW, settings).applies == []
     unsupported = Observed(job=job(PT), podgroup_supported=False)
     assert len(reconcile_plan(unsupported, NOW, settings).creates) == 6
 

@@ -1,0 +1,168 @@
+"""Every kustomization builds, and what it builds hangs together: Services, identities,
+Triggers and sinks that name each other exist, and each Knative Service is configured as
+config/serving promises (cluster-local, bounded, probed, restricted)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.__main__ import build_parser
+from functions.trainer.core import params
+from tests.deploy.support import (
+    FUNCTIONS,
+    INSTALLS,
+    KUSTOMIZATIONS,
+    build,
+    find,
+    knative_service,
+)
+
+Obj = dict[str, Any]
+RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+              "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+              "seccompProfile": {"type": "RuntimeDefault"}}
+RELATED_IMAGES = sorted({*params.TRAINER_IMAGE_PARAMS.values(),
+                         *params.RUNTIME_IMAGE_PARAMS.values(),
+                         *params.IMAGESTREAM_PARAMS.values()})
+
+
+@pytest.fixture(scope="module")
+def builds(bin_dir: Path) -> dict[str, list[Obj]]:
+    return {directory: build(bin_dir / "kustomize", directory) for directory in KUSTOMIZATIONS}
+
+
+def _id(obj: Obj) -> tuple[str, str, str, str]:
+    meta = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS)
+def test_builds_named_unique_objects(builds: dict[str, list[Obj]], directory: str) -> None:
+    objs = builds[directory]
+    assert objs
+    duplicates = [key for key, n in Counter(_id(o) for o in objs).items() if n > 1]
+    assert duplicates == []
+
+
+@pytest.mark.parametrize("directory", INSTALLS)
+def test_bindings_name_service_accounts_of_the_same_install(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    objs = builds[directory]
+    accounts = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objs
+                if o["kind"] == "ServiceAccount"}
+    subjects = {(s["namespace"], s["name"]) for o in objs
+                if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                for s in o["subjects"] if s["kind"] == "ServiceAccount"}
+    assert subjects
+    assert subjects - accounts == set()
+    roles = {o["metadata"]["name"] for o in objs if o["kind"] in ("ClusterRole", "Role")}
+    assert {o["roleRef"]["name"] for o in objs
+            if o["kind"] in ("ClusterRoleBinding", "RoleBinding")} <= roles
+
+
+@pytest.mark.parametrize("directory", INSTALLS)
+def test_every_pod_identity_exists(builds: dict[str, list[Obj]], directory: str) -> None:
+    objs = builds[directory]
+    accounts = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
+    used = {o["spec"]["template"]["spec"]["serviceAccountName"] for o in objs
+            if o["apiVersion"].startswith("serving.knative.dev/")}
+    used |= {o["spec"]["serviceAccountName"] for o in objs if o["kind"] == "ApiServerSource"}
+    assert used
+    assert used <= accounts
+
+
+@pytest.mark.parametrize("directory", ["config/default", "config/overlays/openshift"])
+def test_triggers_and_dead_letters_reach_existing_services(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    objs = builds[directory]
+    services = {o["metadata"]["name"] for o in objs
+                if o["apiVersion"].startswith("serving.knative.dev/")}
+    subscribers = {o["spec"]["subscriber"]["ref"]["name"] for o in objs if o["kind"] == "Trigger"}
+    assert subscribers == {f"odh-training-{fn}" for fn in FUNCTIONS}
+    broker = find(objs, "Broker", "odh-training")
+    sinks = {broker["spec"]["delivery"]["deadLetterSink"]["ref"]["name"]}
+    assert subscribers | sinks <= services
+
+
+def test_func_install_leaves_the_function_services_to_func(
+        builds: dict[str, list[Obj]]) -> None:
+    objs = builds["config/func"]
+    assert [o for o in objs if o["kind"] == "Trigger"] == []
+    assert {o["metadata"]["name"] for o in objs
+            if o["apiVersion"].startswith("serving.knative.dev/")} == {"odh-training-dead-letters"}
+
+
+def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -> None:
+    broker = find(builds["config/overlays/openshift"], "Broker", "odh-training")
+    assert broker["metadata"]["annotations"]["eventing.knative.dev/broker.class"] == "Kafka"
+    assert broker["spec"]["config"]["name"] == "kafka-broker-config"
+    assert broker["spec"]["delivery"]["retry"] == 10
+    default_broker = find(builds["config/default"], "Broker", "odh-training")
+    assert "eventing.knative.dev/broker.class" not in (
+        default_broker["metadata"].get("annotations") or {})
+
+
+def _container(ksvc: Obj) -> Obj:
+    [container] = ksvc["spec"]["template"]["spec"]["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_function_service_settings(builds: dict[str, list[Obj]], function: str) -> None:
+    ksvc = knative_service(builds["config/default"], f"odh-training-{function}")
+    template = ksvc["spec"]["template"]
+    spec = template["spec"]
+    container = _container(ksvc)
+    annotations = template["metadata"]["annotations"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert ksvc["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
+    assert spec["containerConcurrency"] == int(env["THREADS"]) > 0
+    assert 1 <= int(annotations["autoscaling.knative.dev/min-scale"]) <= int(
+        annotations["autoscaling.knative.dev/max-scale"])
+    assert 0 < spec["timeoutSeconds"] <= 600
+    assert spec["serviceAccountName"] == f"odh-training-{function}"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health/liveness"
+    assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
+    assert {"cpu", "memory"} <= container["resources"]["limits"].keys()
+    args = build_parser(container["args"]).parse_args(container["args"])
+    assert (args.command, args.function) == ("serve", function)
+
+
+@pytest.mark.parametrize("name", [*(f"odh-training-{fn}" for fn in FUNCTIONS),
+                                  "odh-training-dead-letters"])
+def test_restricted_security_context_with_writable_scratch(
+        builds: dict[str, list[Obj]], name: str) -> None:
+    ksvc = knative_service(builds["config/default"], name)
+    spec = ksvc["spec"]["template"]["spec"]
+    container = _container(ksvc)
+    context = container["securityContext"]
+    assert {k: context.get(k) for k in RESTRICTED} == RESTRICTED
+    assert "runAsUser" not in context and "securityContext" not in spec  # OpenShift picks
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts") or []}
+    assert all("emptyDir" in volumes[n] for n in mounts.values())
+    env = {e["name"]: e.get("value") for e in container.get("env") or []}
+    for variable in ("HOME", "TRAINER_WORK_DIR"):
+        if variable in env:
+            assert env[variable] in mounts, f"{variable} is not on a writable volume"
+
+
+def test_reconcile_takes_every_related_image(builds: dict[str, list[Obj]]) -> None:
+    env = {e["name"] for e in _container(knative_service(
+        builds["config/default"], "odh-training-reconcile"))["env"]}
+    assert sorted(name for name in env if name.startswith("RELATED_IMAGE_")) == RELATED_IMAGES
+    assert "TRAINER_WORK_DIR" in env
+
+
+def test_dead_letter_sink_records_to_the_log(builds: dict[str, list[Obj]]) -> None:
+    container = _container(knative_service(builds["config/default"],
+                                           "odh-training-dead-letters"))
+    args = build_parser(container["args"]).parse_args(container["args"])
+    assert (args.command, str(args.out)) == ("record", "/dev/stdout")
+    assert args.port == container["ports"][0]["containerPort"]

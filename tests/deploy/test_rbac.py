@@ -1,0 +1,140 @@
+"""config/rbac: the rules are explicit and commented, and the reconcile identity may create
+every role the Trainer renders (RBAC escalation prevention).
+
+The second point is checked on the objects the Trainer really applies: the upstream manifests
+(../shared/upstream/trainer-manifests, ``rhoai`` overlay) and this repository's runtimes and
+ImageStreams, rendered by the Trainer's own renderer with the real kustomize.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from functions.trainer.provision import render_all
+from functions.trainer.render import Sources
+from tests.deploy.support import (
+    REPO,
+    SHARED,
+    Permission,
+    build,
+    find,
+    permissions,
+    uncovered,
+)
+
+RBAC = REPO / "config" / "rbac"
+RECONCILE_ROLES = ("odh-training-reconcile", "odh-training-reconcile-delegated")
+# Verbs the API server knows for resources; escalate/bind/impersonate are never granted.
+ORDINARY_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete",
+                  "deletecollection"}
+
+
+def trainer_sources() -> Sources:
+    return Sources(trainer=SHARED / "upstream" / "trainer-manifests",
+                   runtimes=REPO / "manifests" / "runtimes",
+                   imagestreams=REPO / "manifests" / "imagestreams")
+
+
+@pytest.fixture(scope="module")
+def rendered(bin_dir: Path) -> list[dict[str, Any]]:
+    """What the Trainer applies on OpenShift (the larger set) into ``opendatahub``."""
+    return render_all(trainer_sources(), "opendatahub", True, {})
+
+
+@pytest.fixture(scope="module")
+def rbac(bin_dir: Path) -> list[dict[str, Any]]:
+    return build(bin_dir / "kustomize", "config/rbac")
+
+
+def rendered_roles(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] in ("ClusterRole", "Role")]
+
+
+@pytest.mark.parametrize(("required", "held", "missing"), [
+    pytest.param([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+                 [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+                 [], id="superset-covers"),
+    pytest.param([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+                 [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+                 [Permission("", "pods", "list")], id="missing-verb"),
+    pytest.param([{"apiGroups": ["apps"], "resources": ["pods"], "verbs": ["get"]}],
+                 [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+                 [Permission("apps", "pods", "get")], id="other-group"),
+    pytest.param([{"apiGroups": ["x"], "resources": ["a/status"], "verbs": ["get"]}],
+                 [{"apiGroups": ["x"], "resources": ["a"], "verbs": ["get"]}],
+                 [Permission("x", "a/status", "get")], id="subresource-is-separate"),
+    pytest.param([{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["n"],
+                   "verbs": ["get"]}],
+                 [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+                 [], id="unnamed-covers-named"),
+    pytest.param([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+                 [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["n"],
+                   "verbs": ["get"]}],
+                 [Permission("", "configmaps", "get")], id="named-does-not-cover-unnamed"),
+    pytest.param([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}], [],
+                 [Permission("", "/metrics", "get")], id="non-resource-url"),
+])
+def test_coverage_follows_rbac_semantics(required: list[dict[str, Any]],
+                                         held: list[dict[str, Any]],
+                                         missing: list[Permission]) -> None:
+    assert uncovered(required, held) == missing
+
+
+def test_trainer_renders_the_roles_it_must_be_allowed_to_create(
+        rendered: list[dict[str, Any]]) -> None:
+    names = {o["metadata"]["name"] for o in rendered_roles(rendered)}
+    assert {"kubeflow-trainer-controller-manager", "training-admin", "training-edit",
+            "training-view", "kubeflow-trainer-public"} <= names
+
+
+def test_reconcile_identity_holds_every_permission_of_every_rendered_role(
+        rendered: list[dict[str, Any]], rbac: list[dict[str, Any]]) -> None:
+    held = [rule for name in RECONCILE_ROLES
+            for rule in find(rbac, "ClusterRole", name)["rules"]]
+    missing = {o["metadata"]["name"]: uncovered(o.get("rules") or [], held)
+               for o in rendered_roles(rendered)}
+    assert {k: v for k, v in missing.items() if v} == {}
+
+
+def test_delegated_role_holds_nothing_beyond_the_rendered_roles(
+        rendered: list[dict[str, Any]], rbac: list[dict[str, Any]]) -> None:
+    """Every permission held only for delegation appears in some rendered role."""
+    wanted = {(p.group, p.resource, p.verb) for o in rendered_roles(rendered)
+              for p in permissions(o.get("rules") or [])}
+    delegated = find(rbac, "ClusterRole", "odh-training-reconcile-delegated")["rules"]
+    extra = {(p.group, p.resource, p.verb) for p in permissions(delegated)} - wanted
+    assert extra == set()
+
+
+def test_no_role_uses_wildcards_or_privileged_verbs(rbac: list[dict[str, Any]]) -> None:
+    for role in (o for o in rbac if o["kind"] in ("ClusterRole", "Role")):
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in (rule.get(field) or []), (role["metadata"]["name"], rule)
+            assert set(rule["verbs"]) <= ORDINARY_VERBS, (role["metadata"]["name"], rule)
+
+
+@pytest.mark.parametrize("path", sorted(RBAC.glob("*_role.yaml")), ids=lambda p: p.name)
+def test_every_rule_is_explained_by_a_comment(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("  - apiGroups:")]
+    assert rules, "no rules found"
+    unexplained = [lines[i] for i in rules if not lines[i - 1].lstrip().startswith("#")]
+    assert unexplained == []
+    assert sum(len(d.get("rules") or []) for d in yaml.safe_load_all(path.read_text())
+               if d) == len(rules), "every rule must start with '  - apiGroups:'"
+
+
+def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) -> None:
+    bindings = {(b["roleRef"]["name"], s["name"]) for b in rbac
+                if b["kind"] == "ClusterRoleBinding" for s in b["subjects"]}
+    assert bindings == {("odh-training-reconcile", "odh-training-reconcile"),
+                        ("odh-training-reconcile-delegated", "odh-training-reconcile"),
+                        ("odh-training-gc", "odh-training-gc"),
+                        ("odh-training-status", "odh-training-status")}
+    dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
+    assert dead_letters["automountServiceAccountToken"] is False

@@ -216,13 +216,18 @@ class DevStack:
                                    f"{component.log}\n{component.tail()}")
 
     def stop(self) -> None:
-        for component in reversed(self.processes):
+        """Stop in dependency order: adapters, router, functions, then the cluster."""
+        adapters = [c for c in self.processes if c.name.startswith("adapter-")]
+        for component in adapters:
             if component.process is not None:
                 stop_process_group(component.process.pid)
-        self.processes.clear()
         if self.router is not None:
             self.router.stop()
             self.router = None
+        for component in reversed(self.processes):
+            if component.process is not None and component not in adapters:
+                stop_process_group(component.process.pid)
+        self.processes.clear()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--only NAME ...]``: run benchmarks, write bench/results/latest.json."""
+"""``python -m bench [--quick] [--only NAME ...]``: run the benchmarks and write
+``bench/results/latest.json``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("cluster",)
+SUITES = ("runtime", "cluster", "jobs")
+# Small sizes for the CI smoke run: figures are printed, never asserted.
+QUICK: dict[str, dict[str, int]] = {
+    "runtime": {"repeats": 3, "iterations": 200},
+    "cluster": {"repeats": 1},
+    "jobs": {"repeats": 1, "jobs": 10},
+}
 
 
 def main() -> int:
@@ -28,7 +35,7 @@ def main() -> int:
     for name in args.only:
         module = importlib.import_module(f"bench.{name}")
         print(f"== {name}", file=sys.stderr, flush=True)
-        results[name] = module.run(**({"repeats": 1} if args.quick else {}))
+        results[name] = module.run(**(QUICK.get(name, {}) if args.quick else {}))
         print(json.dumps(results[name], indent=2), file=sys.stderr, flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")

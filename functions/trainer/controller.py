@@ -15,6 +15,7 @@ Trainer is in a state another handler owns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -142,6 +143,21 @@ def _releases(ctx: Context, trainer: Trainer, sources: Sources) -> tuple[Release
 
 # -- handlers -----------------------------------------------------------------------------------
 
+Handler = Callable[[Context, ObjectKey], "Result | None"]
+
+
+def _retry_on_api_errors(handler: Handler) -> Handler:
+    """An API answer no step handled (a 403 on a read, say) is worth a later retry."""
+    @functools.wraps(handler)
+    def wrapped(ctx: Context, key: ObjectKey) -> Result | None:
+        try:
+            return handler(ctx, key)
+        except ApiError as exc:
+            raise TemporaryError(f"{handler.__name__} {key}: {exc}", retry_after=5.0) from exc
+    return wrapped
+
+
+@_retry_on_api_errors
 def reconcile(ctx: Context, key: ObjectKey) -> Result | None:
     loaded = _load(ctx, key)
     if loaded is None:
@@ -169,6 +185,7 @@ def reconcile(ctx: Context, key: ObjectKey) -> Result | None:
     return Result(requeue_after=PROVISIONING_RETRY_SECONDS) if failed else None
 
 
+@_retry_on_api_errors
 def status(ctx: Context, key: ObjectKey) -> Result | None:
     loaded = _load(ctx, key)
     if loaded is None:
@@ -198,6 +215,7 @@ def cleanup(ctx: Context) -> None:
         ctx.log.info("trainer cleanup deleted %d objects", len(deleted))
 
 
+@_retry_on_api_errors
 def gc(ctx: Context, key: ObjectKey) -> Result | None:
     loaded = _load(ctx, key)
     if loaded is None:

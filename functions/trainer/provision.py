@@ -180,7 +180,7 @@ class Provisioner:
         self.sources = sources or Sources.from_env()
         self.env = dict(os.environ) if env is None else env
         self.namespace = trainer.spec.namespace
-        self.deployments: list[Obj] = []
+        self.deployments: list[Obj] | None = None
         self.releases: ReleaseInfo = ReleaseInfo((), None)
         self.applied: list[str] = []
         self.applied_crds = 0
@@ -197,8 +197,6 @@ class Provisioner:
             failure = dependency_failure(self.kube, openshift)
         degraded = deps.degraded_condition(failure)
         if failure is not None:
-            self.deployments = sweep.list_labelled(self.kube, resources.DEPLOYMENTS,
-                                                   self.namespace)
             self.releases = release_info(self.kube, self.sources, self.namespace)
             return self._outcome(provisioning_failed(generation,
                                                      deps.provisioning_error(failure)), degraded)
@@ -211,6 +209,11 @@ class Provisioner:
         return self._outcome(provisioned(generation), degraded)
 
     def _outcome(self, provisioning: Condition, degraded: Condition) -> Outcome:
+        """The outcome; a pass that stopped early reads the Deployments as the status function
+        does, so both compute the same ``DeploymentsAvailable``."""
+        if self.deployments is None:
+            self.deployments = sweep.list_labelled(self.kube, resources.DEPLOYMENTS,
+                                                   self.namespace)
         return Outcome(provisioning, degraded, self.deployments,
                        rel.status_releases(self.trainer.status.releases,
                                            self.releases.component, self.releases.platform),
@@ -245,7 +248,9 @@ class Provisioner:
                 live.update((object_id(o), o) for o in items[1])
             res = observed[type_key][0]
             current = live.get(object_id(obj))
-            if current is None and not (created_namespace and _in(obj, self.namespace)):
+            listed_unfiltered = type_key == ("v1", "ConfigMap")
+            if current is None and not listed_unfiltered and not (
+                    created_namespace and _in(obj, self.namespace)):
                 current = self._get(res, obj)
             live[object_id(obj)] = self._apply(res, obj, current, stamp, desired)
         self._strip_runtime_finalizers(live.values())

@@ -14,7 +14,7 @@ import pytest
 
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
-from functions.trainer import kinds
+from functions.trainer import kinds, provision
 from functions.trainer.render import Sources
 from tests.trainer import harness
 from tests.trainer.harness import Obj, condition, recording_client
@@ -85,7 +85,7 @@ def wait_available(kube: KubeClient, namespace: str) -> None:
                              f"pods {pods}, events {events}") from None
 
 
-def provision(kube: KubeClient, managed: Callable[..., Obj], namespace: str,
+def provision_ready(kube: KubeClient, managed: Callable[..., Obj], namespace: str,
               **spec: Any) -> None:
     managed(**spec)
     harness.reconcile(kube)
@@ -109,21 +109,26 @@ def test_sample_trainer_is_provisioned_and_ready(kube: KubeClient, managed: Call
     provisioning = condition(trainer, "ProvisioningSucceeded")
     assert provisioning["status"] == "True", provisioning
     uid = trainer["metadata"]["uid"]
-    for res, name in CLUSTER_SCOPED_RENDERED + NAMESPACED_RENDERED:
-        obj = kube.get(res, name, namespace if res.namespaced else None)
-        assert obj is not None, f"{res.kind} {name} missing"
-        assert obj["metadata"]["labels"][LABEL] == "trainer"
-        annotations = obj["metadata"].get("annotations") or {}
-        assert set(annotations) >= STAMP_KEYS, f"{res.kind} {name} not stamped"
+    rendered = provision.render_all(Sources.from_env(), namespace, False, {})
+    assert len(rendered) == 19 + 14
+    for obj in rendered:
+        meta = obj["metadata"]
+        res = kinds.resource_of(kube, obj["apiVersion"], obj["kind"])
+        live_obj = kube.get(res, meta["name"], meta.get("namespace"))
+        what = f"{obj['kind']} {meta['name']}"
+        assert live_obj is not None, f"{what} missing"
+        assert live_obj["metadata"]["labels"][LABEL] == "trainer", what
+        annotations = live_obj["metadata"].get("annotations") or {}
+        if obj["kind"] == "CustomResourceDefinition":
+            assert managers(live_obj) == {"platform.opendatahub.io"}, what
+            assert not STAMP_KEYS & set(annotations), what
+            continue
+        assert managers(live_obj) == {"trainer-module-controller"}, what
+        assert set(annotations) >= STAMP_KEYS, f"{what} not stamped"
         assert annotations["platform.opendatahub.io/instance.uid"] == uid
+        assert annotations["platform.opendatahub.io/instance.generation"] == "1"
         assert annotations["platform.opendatahub.io/version"] == "2.3.0"
         assert annotations["platform.opendatahub.io/type"] == "Kubeflow Trainer"
-        assert managers(obj) == {"trainer-module-controller"}, f"{res.kind} {name}"
-    for name in TRAINER_CRDS:
-        crd = kube.get(resources.CRDS, name)
-        assert crd is not None
-        assert managers(crd) == {"platform.opendatahub.io"}
-        assert not STAMP_KEYS & set(crd["metadata"].get("annotations") or {})
     live = deployment(kube, namespace)
     assert live["spec"]["selector"]["matchLabels"][LABEL] == "trainer"
     assert not sweep_imagestreams(kube, namespace)
@@ -207,7 +212,7 @@ def labelled_configmaps(kube: KubeClient, namespace: str) -> list[str]:
 
 def test_drift_is_corrected_and_user_choices_survive(
         kube: KubeClient, managed: Callable[..., Obj], namespace: str) -> None:
-    provision(kube, managed, namespace)
+    provision_ready(kube, managed, namespace)
 
     kube.delete(kinds.CLUSTERROLES, "training-view")
     kube.patch(resources.DEPLOYMENTS, DEPLOYMENT,
@@ -264,7 +269,7 @@ def test_missing_jobset_crd_degrades_and_recovers(
 
 def test_removed_then_managed_then_deleted(kube: KubeClient, managed: Callable[..., Obj],
                                            namespace: str) -> None:
-    provision(kube, managed, namespace)
+    provision_ready(kube, managed, namespace)
     kube.patch(resources.TRAINERS, "default-trainer", {"spec": {"managementState": "Removed"}})
     harness.reconcile(kube)  # not its business: nothing happens
     assert kube.get(resources.DEPLOYMENTS, DEPLOYMENT, namespace) is not None

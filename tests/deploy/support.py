@@ -173,3 +173,24 @@ def uncovered(required: Iterable[Mapping[str, Any]],
                            and verb in (h.get("verbs") or []) for h in held_rules):
                     missing.add(Permission("", url, verb))
     return sorted(missing)
+
+
+def local_command_env(stage: Stage, python_bin: Path, base: Mapping[str, str]
+                      ) -> dict[str, str]:
+    """The image's ENV for a local run of its command: the image's Python environment is
+    replaced by ``python_bin`` (a virtualenv's ``bin``) at the front of ``PATH``."""
+    env = dict(base)
+    for key, value in image_env(stage).items():
+        if key == "PATH":
+            rest = value.partition(":")[2]
+            assert rest == "$PATH", f"unexpected PATH {value}"
+            env["PATH"] = f"{python_bin}:{base.get('PATH', '')}"
+        else:
+            env[key] = value
+    return env
+
+
+def dockerfile_command(path: Path | None = None) -> tuple[Stage, list[str]]:
+    """The final stage of the repository's Dockerfile and its ENTRYPOINT + CMD."""
+    stage = dockerfile_stages((path or REPO / "Dockerfile").read_text())[-1]
+    return stage, image_command(stage)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "jobs")
+SUITES = ("runtime", "cluster", "jobs", "coldstart")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
 QUICK: dict[str, dict[str, int]] = {
     "runtime": {"repeats": 3, "iterations": 200},

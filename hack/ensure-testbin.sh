@@ -52,8 +52,12 @@ declare -A GROUP_BINS=(
 )
 ALL_GROUPS="etcd kubernetes kwok kustomize knative crds"
 
-# Third-party CRDs the product depends on, taken from their Go modules (data only, no build).
-CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases"
+# Third-party CRDs the product depends on or is deployed with, taken from their Go modules
+# (data only, no build): "module@version:directory[:file glob]".
+CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases
+knative.dev/serving@v0.49.0:config/core/300-resources
+knative.dev/eventing@v0.49.2:config/core/resources
+github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml"
 groups=${TESTBIN_ONLY:-$ALL_GROUPS}
 
 log() { echo "ensure-testbin: $*" >&2; }
@@ -92,13 +96,16 @@ build_group() {
     log "built $name in $(( $(date +%s) - start ))s"
   done
   if [ "$group" = crds ]; then
-    local spec module subdir moddir
+    local spec module subdir moddir target pattern
     mkdir -p "$out/crds"
     for spec in $CRD_MODULES; do
-      module=${spec%%:*}; subdir=${spec#*:}
+      IFS=: read -r module subdir pattern <<< "$spec"
+      pattern=${pattern:-*.yaml}
       moddir=$(cd "$out" && GOFLAGS= go mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
       [ -d "$moddir/$subdir" ] || { log "no $subdir in $module"; return 1; }
-      cp "$moddir/$subdir"/*.yaml "$out/crds/"
+      target=$out/crds/$(basename "${module%@*}")
+      mkdir -p "$target"
+      cp "$moddir/$subdir"/$pattern "$target/"
     done
     chmod -R u+w "$out/crds"
   fi
@@ -110,16 +117,10 @@ build_group() {
     cp -r "$moddir/kustomize/stage/." "$out/kwok-stages/"
     chmod -R u+w "$out/kwok-stages"
   fi
-  if [ "$group" = knative ]; then
-    # The Knative Eventing CRDs (ApiServerSource, Broker, Trigger, PingSource) for dry-run tests.
-    local moddir
-    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' knative.dev/eventing)
-    mkdir -p "$out/knative-crds"
-    cp "$moddir"/config/core/resources/*.yaml "$out/knative-crds/" 2>/dev/null || true
-    chmod -R u+w "$out/knative-crds"
-  fi
-  [ "$group" = crds ] && return 0
-  (cd "$dir" && for b in "$out"/*; do [ -f "$b" ] && [ -x "$b" ] && go version -m "$b"; done) > "$out/BUILD-INFO"
+  if [ "$group" = crds ]; then return 0; fi
+  (cd "$dir" && for b in "$out"/*; do
+     if [ -f "$b" ] && [ -x "$b" ]; then go version -m "$b"; fi
+   done) > "$out/BUILD-INFO"
 }
 
 ensure_group() {
@@ -151,7 +152,7 @@ ensure_group() {
 }
 
 # Data directories a group provides beside its binaries.
-declare -A GROUP_DATA=([kwok]=kwok-stages [knative]=knative-crds [crds]=crds)
+declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds)
 
 declare -A resolved=()
 for group in $groups; do

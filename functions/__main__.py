@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "router": ("functions.runtime.router", "add_parser"),
     "cluster": ("functions.cluster.cli", "add_parser"),
     "dev": ("functions.dev.cli", "add_parser"),
+    "jobs": ("functions.api.cli", "add_parser"),
 }
 
 

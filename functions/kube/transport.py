@@ -92,3 +92,20 @@ class Urllib3Transport:
         except urllib3.exceptions.HTTPError as exc:
             raise TransportError(f"{request.method} {request.path}: {exc}") from exc
         return Response(raw.status, dict(raw.headers), raw.data)
+
+    def stream(self, request: Request, timeout: float) -> tuple[int, Mapping[str, str],
+                                                                 urllib3.BaseHTTPResponse]:
+        """Send ``request`` and return the response unread, for bodies that keep coming
+        (``follow`` logs). The caller reads it with ``stream()`` and must ``release_conn()``."""
+        headers = {"Accept": "*/*"}
+        token = self._token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            raw = self._pool.request(
+                request.method, self.config.server + request.url_path(), headers=headers,
+                timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout),
+                redirect=False, preload_content=False)
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"{request.method} {request.path}: {exc}") from exc
+        return raw.status, dict(raw.headers), raw

@@ -1,4 +1,4 @@
-"""``python -m functions serve reconcile|gc|status|all``: gunicorn in-process, the same command
+"""``python -m functions serve reconcile|gc|status|all|api``: gunicorn in-process, the same command
 locally and in the container image.
 
 Gunicorn is driven through ``BaseApplication`` rather than its CLI so the options live in one
@@ -21,6 +21,9 @@ from gunicorn.app.base import BaseApplication
 
 from functions.runtime.app import FUNCTION_CHOICES
 
+# ``api`` is the training API (functions/api), a REST service rather than an event function.
+SERVE_CHOICES = (*FUNCTION_CHOICES, "api")
+
 
 class FunctionServer(BaseApplication):  # type: ignore[misc]
     """Gunicorn serving :func:`functions.runtime.app.create_app` for one function."""
@@ -36,6 +39,9 @@ class FunctionServer(BaseApplication):  # type: ignore[misc]
                 self.cfg.set(key.lower(), value)
 
     def load(self) -> Any:
+        if self.function == "api":
+            from functions.api.app import create_api_app
+            return create_api_app()
         from functions.runtime.app import create_app
         return create_app(self.function)
 
@@ -89,7 +95,7 @@ def serve(function: str, port: int, workers: int = 1, threads: int = 8,
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("serve", help="serve a function app under gunicorn")
-    parser.add_argument("function", choices=FUNCTION_CHOICES)
+    parser.add_argument("function", choices=SERVE_CHOICES)
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "1")))

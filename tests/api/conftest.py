@@ -1,0 +1,167 @@
+"""Fixtures of the training-API tests: the app against the local cluster, users with tokens,
+and a driver that plays the queue handler and the job controllers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from functions.api import queue_controller
+from functions.api.app import create_api_app
+from functions.cluster.runner import LocalCluster
+from functions.core.keys import ObjectKey
+from functions.jobs.controller import RESOURCES
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
+from functions.runtime.recorder import EventRecorder
+from functions.runtime.registry import Context
+from tests.jobs.driver import JobDriver
+
+Obj = dict[str, Any]
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+JOB_RULES = [
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs", "mpijobs", "mxjobs"],
+     "verbs": ["create", "get", "list", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+]
+
+
+def mint_token(kube: KubeClient, namespace: str, account: str) -> str:
+    """A ServiceAccount (created if needed) and a token for it from the TokenRequest API."""
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": account, "namespace": namespace}},
+                res=resources.SERVICEACCOUNTS) if kube.get(
+        resources.SERVICEACCOUNTS, account, namespace) is None else None
+    answer = kube.call("create", "POST",
+                       resources.SERVICEACCOUNTS.path(namespace, account, "token"),
+                       body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                             "spec": {"expirationSeconds": 3600}})
+    assert answer.status == 201, answer.body
+    import json
+
+    return str(json.loads(answer.body)["status"]["token"])
+
+
+def grant(kube: KubeClient, namespace: str, account_namespace: str, account: str,
+          rules: list[Obj] | None = None) -> None:
+    """Let ``account`` use training jobs in ``namespace`` (a Role and a RoleBinding)."""
+    name = f"training-{account}"
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "rules": rules or JOB_RULES}, res=ROLES)
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": account,
+                               "namespace": account_namespace}]}, res=ROLEBINDINGS)
+
+
+def wait_allowed(client: FlaskClient, namespace: str, token: str) -> None:
+    """RBAC changes reach the authorizer's cache within moments; wait for them."""
+    deadline = time.monotonic() + 10
+    while client.get(f"/v1/namespaces/{namespace}/jobs",
+                     headers={"Authorization": f"Bearer {token}"}).status_code != 200:
+        assert time.monotonic() < deadline, "the RoleBinding never took effect"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def app(cluster: LocalCluster, crds: None) -> Flask:
+    return create_api_app(kube_factory=cluster.client)
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def user(kube: KubeClient, namespace: str, client: FlaskClient) -> dict[str, str]:
+    """Bearer headers of a ServiceAccount allowed to use training jobs in ``namespace``."""
+    token = mint_token(kube, namespace, "alice")
+    grant(kube, namespace, namespace, "alice")
+    wait_allowed(client, namespace, token)
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def other_namespace(kube: KubeClient) -> Iterator[str]:
+    name = f"other-{uuid.uuid4().hex[:8]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                res=resources.NAMESPACES)
+    yield name
+    kube.delete(resources.NAMESPACES, name)
+
+
+def job_request(name: str, **extra: Any) -> Obj:
+    """A small PyTorch request whose pods kwok finishes successfully."""
+    body: Obj = {"name": name, "framework": "pytorch", "image": "example.com/train:1",
+                 "command": ["python", "train.py"], "workers": 1,
+                 "resources": {"cpu": "100m", "memory": "64Mi"},
+                 "labels": {"kwok.x-k8s.io/result": "succeed"}}
+    body.update(extra)
+    return body
+
+
+class QueueWorld:
+    """Plays, for every job of a namespace, what events and resyncs would trigger: the queue
+    handler, then the job controllers' reconcile, status and gc."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.recorder = EventRecorder(kube, "training-queue")
+        self.drivers: dict[tuple[str, str], JobDriver] = {}
+
+    def jobs(self) -> list[Obj]:
+        out: list[Obj] = []
+        for kind, res in RESOURCES.items():
+            for item in self.kube.list(res, self.namespace):
+                item.setdefault("kind", kind)
+                out.append(item)
+        return out
+
+    def step(self) -> list[Obj]:
+        jobs = self.jobs()
+        ctx = Context(self.kube, self.recorder, "reconcile")
+        for job in jobs:
+            key = ObjectKey(RESOURCES[job["kind"]].api_version, job["kind"], self.namespace,
+                            job["metadata"]["name"])
+            queue_controller.admit(ctx, key)
+        for job in jobs:
+            ident = (job["kind"], job["metadata"]["name"])
+            driver = self.drivers.get(ident)
+            if driver is None:
+                driver = self.drivers[ident] = JobDriver(self.kube, job)
+            if driver.get() is not None:
+                driver.step()
+        return self.jobs()
+
+    def run_until(self, check: Callable[[list[Obj]], bool], timeout: float = 60.0,
+                  on_step: Callable[[list[Obj]], None] | None = None) -> list[Obj]:
+        deadline = time.monotonic() + timeout
+        while True:
+            jobs = self.step()
+            if on_step is not None:
+                on_step(jobs)
+            if check(jobs):
+                return jobs
+            assert time.monotonic() < deadline, "timed out; jobs: " + ", ".join(
+                f"{j['metadata']['name']}={j.get('status', {}).get('conditions')}"
+                for j in jobs)
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def world(kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> QueueWorld:
+    monkeypatch.setattr(queue_controller.PASSES, "min_interval", 0.0)
+    return QueueWorld(kube, namespace)

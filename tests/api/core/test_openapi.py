@@ -1,0 +1,30 @@
+"""The OpenAPI document is valid OpenAPI 3.1 and says what the models check."""
+
+from __future__ import annotations
+
+from openapi_spec_validator import validate
+
+from functions.api.core.openapi import document
+
+
+def test_document_is_valid_openapi() -> None:
+    validate(document())  # raises on any violation
+
+
+def test_document_describes_every_operation_and_problem() -> None:
+    doc = document()
+    operations = {op["operationId"] for path in doc["paths"].values()
+                  for method, op in path.items() if method != "parameters"}
+    assert operations == {"createJob", "listJobs", "getJob", "deleteJob", "getJobLogs",
+                          "getJobEvents"}
+    request = doc["components"]["schemas"]["JobRequest"]
+    assert request["required"] == ["name", "framework", "image"]
+    assert request["properties"]["workers"]["minimum"] == 1
+    assert request["properties"]["framework"]["enum"] == ["pytorch", "tensorflow", "mpi",
+                                                          "mxnet"]
+    create = doc["paths"]["/v1/namespaces/{namespace}/jobs"]["post"]["responses"]
+    assert create["422"]["content"]["application/problem+json"]["schema"] == {
+        "$ref": "#/components/schemas/Problem"}
+    listing = doc["paths"]["/v1/namespaces/{namespace}/jobs"]["get"]["parameters"]
+    assert [p["name"] for p in listing] == ["state", "labelSelector", "limit", "continue"]
+    assert all("null" not in str(p["schema"]) for p in listing)

@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -25,3 +25,11 @@ def wait_for(condition: Callable[[], T | None], timeout: float = 30.0, interval:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    """The ``status.conditions`` entry of ``type_`` (empty when there is none)."""
+    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if item.get("type") == type_:
+            return dict(item)
+    return {}

@@ -22,17 +22,10 @@ from functions.cluster import kwok
 from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.support import REPO, SHARED, wait_for
+from tests.support import REPO, SHARED, condition, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 SAMPLES = REPO / "config" / "samples"
-
-
-def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
 
 
 def succeeding(job: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,19 +84,8 @@ def trainer(kube: KubeClient) -> Obj | None:
     return kube.get(resources.TRAINERS, TRAINER_KEY.name)
 
 
-def condition(obj: Obj | None, type_: str) -> Obj:
-    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if item.get("type") == type_:
-            return dict(item)
-    return {}
+from tests.support import wait_for  # noqa: E402 - re-exported for the tests
 
 
 def wait_until(predicate: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
+    return wait_for(predicate, timeout, 0.2, what)

@@ -16,8 +16,9 @@ from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.trainer import kinds, provision
 from functions.trainer.render import Sources
+from tests.support import condition
 from tests.trainer import harness
-from tests.trainer.harness import Obj, condition, recording_client
+from tests.trainer.harness import Obj, recording_client
 
 pytestmark = pytest.mark.cluster
 

@@ -17,8 +17,9 @@ from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.trainer import kinds
 from functions.trainer.core.api import FINALIZER
+from tests.support import condition
 from tests.trainer import harness
-from tests.trainer.harness import Obj, condition, load
+from tests.trainer.harness import Obj, load
 
 pytestmark = pytest.mark.cluster
 

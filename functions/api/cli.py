@@ -185,8 +185,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--queue")
     p.add_argument("--env", action="append", metavar="KEY=VALUE")
     p.add_argument("--label", action="append", metavar="KEY=VALUE")
-    p.add_argument("--command", nargs="+")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="after --: the arguments")
+    p.add_argument("--command", nargs="+", help="the command, e.g. --command python train.py")
+    p.add_argument("--arg", dest="args", action="append", metavar="ARG",
+                   help="one argument (repeat; --arg=--epochs=3 for dashed values)")
     p.set_defaults(run=submit)
 
     p = actions.add_parser("list", help="list jobs")
@@ -223,8 +224,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _main(args: argparse.Namespace) -> int:
     if args.action == "submit":
-        if args.args and args.args[0] == "--":
-            args.args = args.args[1:]
         if not args.file and (not args.name or not args.image):
             sys.stderr.write("submit needs NAME and --image, or --file\n")
             return 2

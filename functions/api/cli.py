@@ -223,10 +223,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _main(args: argparse.Namespace) -> int:
-    if args.action == "submit":
-        if not args.file and (not args.name or not args.image):
-            sys.stderr.write("submit needs NAME and --image, or --file\n")
-            return 2
+    if args.action == "submit" and not args.file and (not args.name or not args.image):
+        sys.stderr.write("submit needs NAME and --image, or --file\n")
+        return 2
     try:
         result: int = args.run(args, sys.stdout)
     except ApiClientError as exc:

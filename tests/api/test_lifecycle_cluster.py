@@ -36,7 +36,7 @@ def served_api(cluster: LocalCluster, crds: None) -> Iterator[str]:
 
         def up() -> bool:
             try:
-                with urllib.request.urlopen(f"{url}/health/readiness", timeout=1) as r:  # noqa: S310
+                with urllib.request.urlopen(f"{url}/health/readiness", timeout=1) as r:
                     return bool(r.status == 200)
             except OSError:
                 return False

@@ -1,0 +1,44 @@
+"""Schema-based fuzzing (schemathesis) of the real app against the local cluster: no 5xx."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+from flask import Flask
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+EXAMPLES = 25
+
+
+def test_no_server_errors(app: Flask, user: dict[str, str], namespace: str) -> None:
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
+    statuses: list[int] = []
+    calls = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @settings(max_examples=EXAMPLES, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy(), own=st.booleans())
+        def run(case: Any, own: bool) -> None:
+            nonlocal calls
+            if own and "namespace" in (case.path_parameters or {}):
+                case.path_parameters["namespace"] = namespace  # mostly where the user may act
+            response = case.call(headers=user)
+            calls += 1
+            statuses.append(response.status_code)
+            # raises (and hypothesis shrinks the case) on a 5xx or an undocumented answer
+            case.validate_response(response, checks=[
+                not_a_server_error, status_code_conformance, response_schema_conformance])
+
+        run()
+    assert calls >= EXAMPLES * 3
+    assert all(status < 500 for status in statuses)
+    assert {200, 201, 404} <= set(statuses)  # it reached real jobs, not only refusals

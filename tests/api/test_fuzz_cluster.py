@@ -9,6 +9,7 @@ from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Ok
 from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
@@ -22,6 +23,7 @@ def test_no_server_errors(app: Flask, user: dict[str, str], namespace: str) -> N
     statuses: list[int] = []
     calls = 0
     for result in schema.get_all_operations():
+        assert isinstance(result, Ok), result
         operation = result.ok()
 
         @settings(max_examples=EXAMPLES, deadline=None, database=None,

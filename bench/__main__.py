@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "jobs", "coldstart")
+SUITES = ("runtime", "cluster", "jobs", "coldstart", "api")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
 QUICK: dict[str, dict[str, int]] = {
     "runtime": {"repeats": 3, "iterations": 200},
     "cluster": {"repeats": 1},
     "jobs": {"repeats": 1, "jobs": 10},
+    "api": {"repeats": 1, "requests": 20},
 }
 
 

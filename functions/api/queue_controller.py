@@ -11,7 +11,8 @@ Passes are serialised in the process and coalesced: a pass that started after an
 already saw it, and passes are at least ``TRAINING_QUEUE_MIN_INTERVAL_SECONDS`` apart (a hint
 arriving sooner asks to be run again later), so a resync of many jobs costs a few passes, not
 one per job. Several replicas of the reconcile function could each admit up to the limit at the
-same moment; run the function with one replica when the limits must hold exactly.
+same moment, so a pass runs only while its process holds the ``odh-training-queue`` Lease
+(:mod:`functions.runtime.lease`); a replica that finds it taken looks again shortly.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import ApiError
+from functions.runtime import lease
 from functions.runtime.registry import Context, Controller, Result
 
 FIELD_MANAGER = "training-queue"
+LEASE = "odh-training-queue"
+LEASE_SECONDS = 30
 SELECTOR = f"{queue.LABEL_QUEUE_STATE} in (Queued,Admitted)"
 
 
@@ -66,7 +70,10 @@ def admit(ctx: Context, key: ObjectKey) -> Result | None:
         if wait > 0:
             return Result(requeue_after=wait)
         PASSES.last_started = time.monotonic()
-        return run_pass(ctx)
+        with lease.held(ctx.kube, LEASE, duration_seconds=LEASE_SECONDS) as mine:
+            if not mine:
+                return Result(requeue_after=2.0)  # another replica is admitting right now
+            return run_pass(ctx)
 
 
 def list_entries(ctx: Context) -> list[queue.Entry]:

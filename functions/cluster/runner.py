@@ -185,6 +185,8 @@ class LocalCluster:
         common = [f"--kubeconfig={self.kubeconfig}",
                   f"--authentication-kubeconfig={self.kubeconfig}",
                   f"--authorization-kubeconfig={self.kubeconfig}",
+                  # no front-proxy here: do not look up its CA (which does not exist)
+                  "--authentication-skip-lookup=true",
                   "--leader-elect=false", "--bind-address=127.0.0.1"]
         kcm_port, scheduler_port = free_port(), free_port()
         kcm = self._component("kube-controller-manager", [

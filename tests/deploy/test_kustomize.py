@@ -93,7 +93,8 @@ def test_func_install_leaves_the_function_services_to_func(
     objs = builds["config/func"]
     assert [o for o in objs if o["kind"] == "Trigger"] == []
     assert {o["metadata"]["name"] for o in objs
-            if o["apiVersion"].startswith("serving.knative.dev/")} == {"odh-training-dead-letters"}
+            if o["apiVersion"].startswith("serving.knative.dev/")} == {
+        "odh-training-dead-letters", "odh-training-api"}
 
 
 def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -> None:

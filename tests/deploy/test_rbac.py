@@ -135,6 +135,7 @@ def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) ->
     assert bindings == {("odh-training-reconcile", "odh-training-reconcile"),
                         ("odh-training-reconcile-delegated", "odh-training-reconcile"),
                         ("odh-training-gc", "odh-training-gc"),
-                        ("odh-training-status", "odh-training-status")}
+                        ("odh-training-status", "odh-training-status"),
+                        ("odh-training-api", "odh-training-api")}
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
     assert dead_letters["automountServiceAccountToken"] is False

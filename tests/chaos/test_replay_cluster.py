@@ -1,0 +1,168 @@
+"""Level-triggered proof: a recorded event stream, replayed shuffled, with duplicates and with
+events lost, then one resync, ends in exactly the cluster state the clean replay ends in.
+
+The stream is ``tests/data/recordings/chaos-samples.jsonl`` (recorded through the real
+ApiServerSource adapter by ``python -m tests.chaos.record``). Before each replay the objects a
+user applied are created again from the stream's first add events; events are only hints, so
+the handlers then read everything else from the cluster.
+
+* The whole stream (the Trainer and the jobs) replays on fresh clusters, clean and mutated.
+* The jobs' part replays into fresh namespaces of the session cluster under hypothesis-chosen
+  mutations (shuffle, duplicates, up to 50% dropped).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from functions.cluster.manifests import apply_objects, load_documents
+from functions.cluster.runner import LocalCluster
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.runtime.recording import RecordedRequest, read_recording
+from tests.chaos.replay import FunctionUnderTest, environment, settle, trainer_environment
+from tests.chaos.scenario import (
+    JOB_KINDS,
+    JOBS_NAMESPACE,
+    RECORDING,
+    TRAINER_STATE_RESOURCES,
+    apply_all,
+    create_namespace,
+    describe,
+    differences,
+    duplicate_pods,
+    first_added,
+    is_trainer_event,
+    relocate,
+    snapshot,
+)
+from tests.support import REPO
+
+pytestmark = pytest.mark.cluster
+
+TRAINER_NAMESPACE = "opendatahub"
+TRAINER_TEST_DATA = REPO / "tests" / "trainer" / "data"
+FIXED_MUTATION: dict[str, Any] = {"shuffle": True, "duplicate": 0.3, "drop": 0.3, "seed": 7}
+State = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def recording() -> list[RecordedRequest]:
+    events = read_recording(RECORDING)
+    assert len(events) > 40, "the recording holds the whole scenario"
+    return events
+
+
+def jobs_stream(events: list[RecordedRequest], namespace: str) -> list[RecordedRequest]:
+    return [relocate(e, namespace) for e in events if not is_trainer_event(e)]
+
+
+def replay_jobs(cluster: LocalCluster, kube: KubeClient, events: list[RecordedRequest],
+                **mutation: Any) -> State:
+    """Replay the jobs' events into a new namespace; the state after one resync."""
+    namespace = f"replay-{uuid.uuid4().hex[:8]}"
+    create_namespace(kube, namespace)
+    stream = jobs_stream(events, namespace)
+    apply_all(kube, first_added(stream, JOB_KINDS))
+    function = FunctionUnderTest(lambda hook: cluster.client(on_request=hook))
+    try:
+        report = function.replay(stream, **mutation)
+        assert not report.rejected, report
+        settle(kube, [namespace])
+        assert function.resync() == 202
+        function.echo_writes(lambda: settle(kube, [namespace]))
+        assert duplicate_pods(kube, namespace) == {}
+        return snapshot(kube, [namespace])
+    finally:
+        function.close()
+        kube.delete(resources.NAMESPACES, namespace)
+
+
+@pytest.fixture(scope="module")
+def clean_jobs_state(cluster: LocalCluster, kube: KubeClient, crds: None,
+                     recording: list[RecordedRequest]) -> State:
+    state = replay_jobs(cluster, kube, recording)
+    finished = {k: v["conditions"] for k, v in state.items() if k.split()[0] in JOB_KINDS}
+    assert len(finished) == 3
+    assert all(("Succeeded", "True") in {(c[0], c[1]) for c in conditions}
+               for conditions in finished.values()), finished
+    return state
+
+
+def test_clean_replay_is_repeatable(cluster: LocalCluster, kube: KubeClient,
+                                    recording: list[RecordedRequest],
+                                    clean_jobs_state: State) -> None:
+    diff = differences(replay_jobs(cluster, kube, recording), clean_jobs_state)
+    assert not diff, "\n".join(diff)
+
+
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), shuffle=st.booleans(),
+       duplicate=st.floats(0.0, 0.5), drop=st.floats(0.0, 0.5))
+def test_mutated_jobs_stream_converges_to_the_clean_state(
+        cluster: LocalCluster, kube: KubeClient, recording: list[RecordedRequest],
+        clean_jobs_state: State, seed: int, shuffle: bool, duplicate: float,
+        drop: float) -> None:
+    state = replay_jobs(cluster, kube, recording, seed=seed, shuffle=shuffle,
+                        duplicate=duplicate, drop=drop)
+    diff = differences(state, clean_jobs_state)
+    assert not diff, "\n".join(diff)
+
+
+# -- the whole stream, Trainer included, on fresh clusters ------------------------------------
+
+
+def replay_everything(cluster: LocalCluster, events: list[RecordedRequest], work_dir: Path,
+                      **mutation: Any) -> State:
+    kube = cluster.client()
+    apply_all(kube, first_added(events, ("Trainer", *JOB_KINDS)))
+    with environment(trainer_environment(cluster.bin_dir, work_dir)):
+        function = FunctionUnderTest(lambda hook: cluster.client(on_request=hook))
+        try:
+            report = function.replay(events, **mutation)
+            assert not report.rejected, report
+            settle(kube, [JOBS_NAMESPACE], trainer_namespace=TRAINER_NAMESPACE, timeout=120)
+            assert function.resync() == 202
+            function.echo_writes(lambda: settle(kube, [JOBS_NAMESPACE],
+                                                trainer_namespace=TRAINER_NAMESPACE,
+                                                timeout=120))
+        finally:
+            function.close()
+    assert duplicate_pods(kube, JOBS_NAMESPACE) == {}
+    trainer = kube.get(resources.TRAINERS, "default-trainer")
+    assert trainer is not None
+    crds = sorted(c["metadata"]["name"] for c in kube.list(resources.CRDS))
+    return {"trainer": describe(trainer), "crds": crds,
+            "trainer objects": snapshot(kube, [TRAINER_NAMESPACE], TRAINER_STATE_RESOURCES),
+            "jobs": snapshot(kube, [JOBS_NAMESPACE])}
+
+
+def test_whole_stream_shuffled_duplicated_and_thinned_ends_like_the_clean_replay(
+        bin_dir: Path, recording: list[RecordedRequest],
+        tmp_path: Path) -> None:
+    states = []
+    for index, mutation in enumerate(({}, FIXED_MUTATION)):
+        local = LocalCluster(bin_dir)
+        local.start()
+        try:
+            kube = local.client()
+            apply_objects(kube, load_documents([
+                REPO / "config" / "crd", REPO / "config" / "admission",
+                bin_dir / "crds" / "jobset", TRAINER_TEST_DATA / "podmonitor-crd.yaml"]))
+            for name in (TRAINER_NAMESPACE, JOBS_NAMESPACE):
+                create_namespace(kube, name)
+            states.append(replay_everything(local, recording, tmp_path / f"work-{index}",
+                                            **mutation))
+        finally:
+            local.stop()
+    clean, mutated = states
+    assert ("Ready", "True") in {(c[0], c[1]) for c in clean["trainer"]["conditions"]}
+    diff = differences(mutated, clean)
+    assert not diff, "\n".join(diff)

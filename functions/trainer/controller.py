@@ -144,25 +144,45 @@ def _releases(ctx: Context, trainer: Trainer, sources: Sources) -> tuple[Release
 # -- handlers -----------------------------------------------------------------------------------
 
 Handler = Callable[[Context, ObjectKey], "Result | None"]
+TrainerHandler = Callable[[Context, ObjectKey, Obj, Trainer], "Result | None"]
 
 
-def _retry_on_api_errors(handler: Handler) -> Handler:
-    """An API answer no step handled (a 403 on a read, say) is worth a later retry."""
-    @functools.wraps(handler)
+def _trainer_handler(body: TrainerHandler) -> Handler:
+    """Run ``body`` on the loaded Trainer; nothing to do when it is gone or invalid.
+
+    An API answer no step handled (a 403 on a read, say) is worth a later retry.
+    """
+    @functools.wraps(body)
     def wrapped(ctx: Context, key: ObjectKey) -> Result | None:
         try:
-            return handler(ctx, key)
+            loaded = _load(ctx, key)
+            return None if loaded is None else body(ctx, key, *loaded)
         except ApiError as exc:
-            raise TemporaryError(f"{handler.__name__} {key}: {exc}", retry_after=5.0) from exc
+            raise TemporaryError(f"{body.__name__} {key}: {exc}", retry_after=5.0) from exc
     return wrapped
 
 
-@_retry_on_api_errors
-def reconcile(ctx: Context, key: ObjectKey) -> Result | None:
-    loaded = _load(ctx, key)
-    if loaded is None:
-        return None
-    obj, trainer = loaded
+def _write_observed_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer,
+                           mode: Mode | None, provisioning: Condition | None = None) -> None:
+    """Write the status from the Deployments and releases read now.
+
+    ``mode`` ``None`` takes it from the Trainer as read when the status is computed.
+    """
+    deployments = _deployments(ctx, trainer.spec.namespace)
+    releases = _releases(ctx, trainer, Sources.from_env())
+
+    def compute(current: Trainer) -> TrainerStatus:
+        return compute_status(StatusInputs(
+            mode=mode if mode is not None else _mode(current),
+            generation=current.metadata.generation,
+            previous=current.status, deployments=deployments, releases=releases,
+            now=ctx.now(), provisioning=provisioning))
+
+    write_status(ctx, key, obj, trainer, compute)
+
+
+@_trainer_handler
+def reconcile(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
     if trainer.deleting or trainer.removed:
         return None
     obj, trainer = _ensure_finalizer(ctx, obj, trainer)
@@ -185,25 +205,10 @@ def reconcile(ctx: Context, key: ObjectKey) -> Result | None:
     return Result(requeue_after=PROVISIONING_RETRY_SECONDS) if failed else None
 
 
-@_retry_on_api_errors
-def status(ctx: Context, key: ObjectKey) -> Result | None:
-    loaded = _load(ctx, key)
-    if loaded is None:
-        return None
-    obj, trainer = loaded
-    if trainer.deleting:
-        return None
-    sources = Sources.from_env()
-    deployments = _deployments(ctx, trainer.spec.namespace)
-    releases = _releases(ctx, trainer, sources)
-
-    def compute(current: Trainer) -> TrainerStatus:
-        return compute_status(StatusInputs(
-            mode=_mode(current), generation=current.metadata.generation,
-            previous=current.status, deployments=deployments, releases=releases,
-            now=ctx.now()))
-
-    write_status(ctx, key, obj, trainer, compute)
+@_trainer_handler
+def status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
+    if not trainer.deleting:
+        _write_observed_status(ctx, key, obj, trainer, mode=None)
     return None
 
 
@@ -215,12 +220,8 @@ def cleanup(ctx: Context) -> None:
         ctx.log.info("trainer cleanup deleted %d objects", len(deleted))
 
 
-@_retry_on_api_errors
-def gc(ctx: Context, key: ObjectKey) -> Result | None:
-    loaded = _load(ctx, key)
-    if loaded is None:
-        return None
-    obj, trainer = loaded
+@_trainer_handler
+def gc(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
     if trainer.deleting:
         if FINALIZER not in trainer.metadata.finalizers:
             return None
@@ -239,15 +240,7 @@ def gc(ctx: Context, key: ObjectKey) -> Result | None:
         ctx.recorder.record(obj, WARNING, "ProvisioningError", f"cleanup failed: {exc}")
     else:
         outcome = removed(trainer.metadata.generation)
-    deployments = _deployments(ctx, trainer.spec.namespace)
-    releases = _releases(ctx, trainer, Sources.from_env())
-
-    def compute(current: Trainer) -> TrainerStatus:
-        return compute_status(StatusInputs(
-            mode=Mode.REMOVED, generation=current.metadata.generation, previous=current.status,
-            deployments=deployments, releases=releases, now=ctx.now(), provisioning=outcome))
-
-    write_status(ctx, key, obj, trainer, compute)
+    _write_observed_status(ctx, key, obj, trainer, Mode.REMOVED, outcome)
     cleaned = outcome.reason == REMOVED_REASON
     return None if cleaned else Result(requeue_after=PROVISIONING_RETRY_SECONDS)
 

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from functions.jobs.core import conditions as c
 from functions.jobs.core import mpi
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
 from functions.jobs.core.objects import Settings
-from functions.jobs.core.plan import Observed, Plan, covers, workers_of
+from functions.jobs.core.plan import (
+    Observed,
+    Plan,
+    apply_if_changed,
+    restarts_due,
+    sort_pods,
+    workers_of,
+)
 from functions.jobs.core.pods import (
-    failed_pods,
     index_of,
     name_of,
     phase,
     terminating,
-    uid_of,
 )
 
 
@@ -53,11 +57,8 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
             plan.applies.append(_suspend_patch(job, True))
         return plan
     if settings.gang_scheduler and observed.podgroup_supported:
-        desired = desired_podgroup(job, settings, observed.podgroup)
-        if observed.podgroup is None:
-            plan.creates.append(desired)
-        elif not covers(observed.podgroup.get("spec"), desired["spec"]):
-            plan.applies.append(desired)
+        apply_if_changed(plan, observed.podgroup,
+                         desired_podgroup(job, settings, observed.podgroup))
         if podgroup_waiting(settings, observed.podgroup):
             return plan
     if not any(name_of(s) == job.name for s in observed.services):
@@ -77,18 +78,8 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
 
 def _workers(plan: Plan, job: Job, workers: list[Obj]) -> None:
     replicas = job.replicas("Worker")
-    restart_ok = job.status.is_true(c.RESTARTING)
-    to_restart = {uid_of(f.pod) for f in failed_pods(job, workers) if f.restart}
-    present: set[int] = set()
-    for pod in workers:
-        index = _worker_index(job, pod)
-        present.add(index if index is not None else -1)
-        if terminating(pod):
-            continue
-        if index is None or index >= replicas:
-            plan.deletes.append(pod)
-        elif uid_of(pod) in to_restart and restart_ok:
-            plan.restarts.append(pod)
+    present = sort_pods(plan, workers, replicas, restarts_due(job, workers),
+                        lambda pod: _worker_index(job, pod))
     plan.creates += [mpi.worker_pod(job, i) for i in range(replicas) if i not in present]
 
 

@@ -18,14 +18,14 @@ derived status is finished) use the derived status at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from functions.jobs.core import conditions as c
 from functions.jobs.core import objects as o
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.frameworks import MPI, PYTORCH
+from functions.jobs.core.frameworks import LABEL_JOB_ROLE, MPI, PYTORCH
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
@@ -89,8 +89,7 @@ def workers_of(observed: Observed) -> tuple[list[Obj], list[Obj]]:
     workers: list[Obj] = []
     launchers: list[Obj] = []
     for pod in observed.pods:
-        role = ((pod.get("metadata") or {}).get("labels") or {}).get(
-            "training.kubeflow.org/job-role")
+        role = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE)
         (launchers if role == "launcher" else workers).append(pod)
     return workers, launchers
 
@@ -136,8 +135,9 @@ def covers(observed: object, desired: object) -> bool:
     return observed == desired
 
 
-def _apply_if_changed(plan: Plan, observed: Obj | None, desired: Obj,
-                      keys: Sequence[str] = ("spec",)) -> None:
+def apply_if_changed(plan: Plan, observed: Obj | None, desired: Obj,
+                     keys: Sequence[str] = ("spec",)) -> None:
+    """Create ``desired`` when absent, apply it when a field under ``keys`` differs."""
     if observed is None:
         plan.creates.append(desired)
     elif not all(covers(observed.get(k), desired.get(k)) for k in keys):
@@ -165,34 +165,51 @@ def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
         return plan
     plan.requeue_after = outcome.requeue_after
     if _needs_hpa(job):
-        _apply_if_changed(plan, observed.hpa, desired_hpa(job))
+        apply_if_changed(plan, observed.hpa, desired_hpa(job))
     elif observed.hpa is not None:
         plan.deletes.append(observed.hpa)
     if settings.gang_scheduler and observed.podgroup_supported:
         desired = desired_podgroup(job, settings, observed.podgroup)
-        _apply_if_changed(plan, observed.podgroup, desired)
+        apply_if_changed(plan, observed.podgroup, desired)
         if podgroup_waiting(settings, observed.podgroup):
             return plan
     _replicas(plan, job, observed, settings)
     return plan
 
 
+def restarts_due(job: Job, pods: Sequence[Obj]) -> set[str]:
+    """UIDs of failed pods to delete for a restart, once the persisted status says Restarting."""
+    if not job.status.is_true(c.RESTARTING):
+        return set()
+    return {uid_of(f.pod) for f in failed_pods(job, pods) if f.restart}
+
+
+def sort_pods(plan: Plan, pods: Sequence[Obj], replicas: int, restart: set[str],
+              index: Callable[[Obj], int | None] = index_of) -> set[int]:
+    """Queue the deletion of pods past ``replicas`` and the restart of those in ``restart``.
+
+    Returns the indices present (-1 for a pod without one), terminating pods included, so
+    the caller creates only what is missing.
+    """
+    present: set[int] = set()
+    for pod in pods:
+        position = index(pod)
+        present.add(position if position is not None else -1)
+        if terminating(pod):
+            continue
+        if position is None or position >= replicas:
+            plan.deletes.append(pod)
+        elif uid_of(pod) in restart:
+            plan.restarts.append(pod)
+    return present
+
+
 def _replicas(plan: Plan, job: Job, observed: Observed, settings: o.Settings) -> None:
-    restart_ok = job.status.is_true(c.RESTARTING)
-    to_restart = {uid_of(f.pod) for f in failed_pods(job, observed.pods) if f.restart}
+    restart = restarts_due(job, observed.pods)
     services = by_type(job, observed.services)
     for rtype, pods in by_type(job, observed.pods).items():
         replicas = job.replicas(rtype)
-        present: set[int] = set()
-        for pod in pods:
-            index = index_of(pod)
-            present.add(index if index is not None else -1)
-            if terminating(pod):
-                continue
-            if index is None or index >= replicas:
-                plan.deletes.append(pod)
-            elif uid_of(pod) in to_restart and restart_ok:
-                plan.restarts.append(pod)
+        present = sort_pods(plan, pods, replicas, restart)
         for index in range(replicas):
             if index not in present:
                 pod, notices = o.desired_pod(job, rtype, index, settings)
@@ -200,8 +217,8 @@ def _replicas(plan: Plan, job: Job, observed: Observed, settings: o.Settings) ->
                 plan.notices.extend(notices)
         have = {index_of(s) for s in services[rtype]}
         for svc in services[rtype]:
-            index = index_of(svc)
-            if index is None or index >= replicas:
+            position = index_of(svc)
+            if position is None or position >= replicas:
                 plan.deletes.append(svc)
         plan.creates += [o.desired_service(job, rtype, i) for i in range(replicas)
                          if i not in have]

@@ -85,6 +85,21 @@ class _Builder:
         if self.status.completion_time is None:
             self.status.completion_time = c.rfc3339(self.now)
 
+    def finish(self, type_: str, suffix: str, message: str, event_type: str) -> None:
+        """Succeeded or Failed: the completion time first, then the condition."""
+        self.complete()
+        self.set(type_, "True", suffix, message, event_type)
+
+    def replicas_failed(self, kind: str, rtype: str, failed: int, restart: bool) -> None:
+        """Restarting when the replica type restarts its pods, else the job has failed."""
+        because = f"because {failed} {rtype} replica(s) failed."
+        if restart:
+            self.set(c.RESTARTING, "True", "Restarting",
+                     f"{kind} {self.job.name} is restarting {because}", "Warning")
+        else:
+            self.finish(c.FAILED, "Failed", f"{kind} {self.job.name} is failed {because}",
+                        "Normal")
+
 
 def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
                   restarts: int = 0) -> StatusOutcome | None:
@@ -119,8 +134,7 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
         b.status.start_time = c.rfc3339(now)
     limit_message = _past_limits(job, b.status, pods, now, restarts)
     if limit_message is not None:
-        b.complete()
-        b.set(c.FAILED, "True", "Failed", limit_message, "Normal")
+        b.finish(c.FAILED, "Failed", limit_message, "Normal")
         return StatusOutcome(b.status, b.notices)
     _pod_failures(b, pods)
     b.status.replica_statuses = count_replicas(job, pods)
@@ -176,10 +190,9 @@ def _pod_failures(b: _Builder, pods: Sequence[Obj]) -> None:
                   f"job {job.name} is restarting because {failed.replica_type} replica(s) "
                   "failed.", "Warning")
         elif failed.permanent:
-            b.complete()
-            b.set(c.FAILED, "True", "Failed",
-                  f'job "{job.name}" is failing because "{failed.replica_type}" replica(s) '
-                  "failed.", "Warning")
+            b.finish(c.FAILED, "Failed",
+                     f'job "{job.name}" is failing because "{failed.replica_type}" replica(s) '
+                     "failed.", "Warning")
 
 
 def _pytorch_rules(b: _Builder) -> None:
@@ -197,23 +210,15 @@ def _pytorch_rules(b: _Builder) -> None:
             if has_master and rs.active > 0:
                 b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
             if done:
-                b.complete()
                 text = (f"PyTorchJob {who} is successfully completed." if has_master
                         else f"PyTorchJob {who} successfully completed.")
-                b.set(c.SUCCEEDED, "True", "Succeeded", text, "Normal")
+                b.finish(c.SUCCEEDED, "Succeeded", text, "Normal")
                 return
             if not has_master and rs.active > 0:
                 b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
         if rs.failed > 0 and replicas > rs.succeeded + rs.active:
-            if job.replica_specs[rtype].restart_policy != "Never":
-                b.set(c.RESTARTING, "True", "Restarting",
-                      f"PyTorchJob {job.name} is restarting because {rs.failed} {rtype} "
-                      "replica(s) failed.", "Warning")
-            else:
-                b.complete()
-                b.set(c.FAILED, "True", "Failed",
-                      f"PyTorchJob {job.name} is failed because {rs.failed} {rtype} "
-                      "replica(s) failed.", "Normal")
+            b.replicas_failed("PyTorchJob", rtype, rs.failed,
+                              restart=job.replica_specs[rtype].restart_policy != "Never")
 
 
 def _worker0_completed(job: Job, pods: Sequence[Obj]) -> bool:
@@ -239,14 +244,12 @@ def _tensorflow_rules(b: _Builder, pods: Sequence[Obj],
             if running > 0:
                 b.set(c.RUNNING, "True", "Running", f"TFJob {who} is running.")
             if expected == 0:
-                b.complete()
-                b.set(c.SUCCEEDED, "True", "Succeeded", f"TFJob {who} successfully completed.",
-                      "Normal")
+                b.finish(c.SUCCEEDED, "Succeeded", f"TFJob {who} successfully completed.",
+                         "Normal")
         elif not chief_like and rtype == "Worker":
             if expected == 0 or (worker0_done and job.spec.success_policy != "AllWorkers"):
-                b.complete()
-                b.set(c.SUCCEEDED, "True", "Succeeded", f"TFJob {who} successfully completed.",
-                      "Normal")
+                b.finish(c.SUCCEEDED, "Succeeded", f"TFJob {who} successfully completed.",
+                         "Normal")
             elif running > 0:
                 b.set(c.RUNNING, "True", "Running", f"TFJob {who} is running.")
         if rs.failed > 0:
@@ -256,10 +259,9 @@ def _tensorflow_rules(b: _Builder, pods: Sequence[Obj],
                 continue
             if job.spec.enable_dynamic_worker and rtype == "Worker":
                 continue
-            b.complete()
-            b.set(c.FAILED, "True", "Failed",
-                  f"TFJob {who} has failed because {rs.failed} {rtype} replica(s) failed.",
-                  "Normal")
+            b.finish(c.FAILED, "Failed",
+                     f"TFJob {who} has failed because {rs.failed} {rtype} replica(s) failed.",
+                     "Normal")
 
 
 def _mxnet_rules(b: _Builder) -> None:
@@ -272,17 +274,9 @@ def _mxnet_rules(b: _Builder) -> None:
             if rs.active > 0:
                 b.set(c.RUNNING, "True", "Running", f"MXJob {job.name} is running.")
             if expected == 0:
-                b.complete()
-                b.set(c.SUCCEEDED, "True", "Succeeded",
-                      f"MXJob {job.name} is successfully completed.", "Normal")
+                b.finish(c.SUCCEEDED, "Succeeded",
+                         f"MXJob {job.name} is successfully completed.", "Normal")
                 return
         if rs.failed > 0:
-            if job.replica_specs[rtype].restart_policy == "ExitCode":
-                b.set(c.RESTARTING, "True", "Restarting",
-                      f"mxjob {job.name} is restarting because {rs.failed} {rtype} "
-                      "replica(s) failed.", "Warning")
-            else:
-                b.complete()
-                b.set(c.FAILED, "True", "Failed",
-                      f"mxjob {job.name} is failed because {rs.failed} {rtype} "
-                      "replica(s) failed.", "Normal")
+            b.replicas_failed("mxjob", rtype, rs.failed,
+                              restart=job.replica_specs[rtype].restart_policy == "ExitCode")

@@ -23,9 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
+
+from functions.runtime.post_server import PostServer
 
 log = logging.getLogger(__name__)
 
@@ -108,33 +109,6 @@ class JsonlWriter:
 # -- the record sink -------------------------------------------------------------------------
 
 
-class _SinkHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _SinkServer
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        request = RecordedRequest(headers=dict(self.headers.items()), body=body,
-                                  method="POST", path=self.path, received=now_stamp())
-        self.server.sink(request)
-        status = 202
-        if self.server.forward is not None:
-            status = self.server.forward(request)
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("record sink: " + format, *args)
-
-
-class _SinkServer(ThreadingHTTPServer):
-    daemon_threads = True
-    sink: Callable[[RecordedRequest], None]
-    forward: Callable[[RecordedRequest], int] | None
-
-
 @dataclass
 class RecordSink:
     """An HTTP sink that records every request it receives (and optionally forwards it).
@@ -146,29 +120,29 @@ class RecordSink:
     port: int = 0
     host: str = "127.0.0.1"
     forward_to: str | None = None
-    _server: _SinkServer | None = field(default=None, init=False)
+    _server: PostServer | None = field(default=None, init=False)
+
+    def _receive(self, headers: Mapping[str, str], body: bytes, path: str) -> tuple[int, str]:
+        request = RecordedRequest(headers=dict(headers), body=body, method="POST", path=path,
+                                  received=now_stamp())
+        self.sink(request)
+        if self.forward_to is None:
+            return 202, ""
+        return _post(self.forward_to, request, timeout=30.0)[0] or 502, ""
 
     def start(self) -> RecordSink:
-        server = _SinkServer((self.host, self.port), _SinkHandler)
-        server.sink = self.sink
-        server.forward = None
-        if self.forward_to is not None:
-            target = self.forward_to
-            server.forward = lambda request: _post(target, request, timeout=30.0)[0] or 502
-        self._server = server
-        threading.Thread(target=server.serve_forever, name="record-sink", daemon=True).start()
+        self._server = PostServer(self._receive, "record-sink", self.host, self.port)
+        self._server.start()
         return self
 
     @property
     def url(self) -> str:
         assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        return self._server.url
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
 

@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +42,7 @@ from functions.runtime.eventing import (
     schedule_period,
     subscriptions,
 )
+from functions.runtime.post_server import PostServer
 from functions.runtime.recording import HOP_HEADERS, RecordedRequest, now_stamp
 
 log = logging.getLogger(__name__)
@@ -118,31 +118,6 @@ class DeadLetter:
     error: str = ""
 
 
-class _IngressHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _IngressServer
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        status, detail = self.server.router.accept(dict(self.headers.items()), body, self.path)
-        payload = json.dumps({"detail": detail}).encode() if detail else b""
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(payload)))
-        if payload:
-            self.send_header("Content-Type", "application/problem+json")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("router ingress: " + format, *args)
-
-
-class _IngressServer(ThreadingHTTPServer):
-    daemon_threads = True
-    router: Router
-
-
 @dataclass
 class Router:
     """Broker emulation over the manifests in ``triggers_dir``.
@@ -173,16 +148,13 @@ class Router:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: set[Future[Delivery]] = set()
-        self._server: _IngressServer | None = None
+        self._server = PostServer(self.accept, "router-ingress", self.host, self.port)
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> Router:
-        server = _IngressServer((self.host, self.port), _IngressHandler)
-        server.router = self
-        self._server = server
-        self._spawn("router-ingress", server.serve_forever)
+        self._threads.append(self._server.start())
         if self.resync_interval != 0:
             for ping in self.manifests.ping_sources:
                 period = self.resync_interval or schedule_period(ping["spec"]["schedule"])
@@ -196,15 +168,11 @@ class Router:
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        return self._server.url
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        self._server.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:

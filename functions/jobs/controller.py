@@ -119,6 +119,14 @@ def _get_job(ctx: Context, fw: Framework, key: ObjectKey) -> tuple[Obj, Job] | N
     return obj, parse_job(obj)
 
 
+def _get_active_job(ctx: Context, fw: Framework, key: ObjectKey) -> tuple[Obj, Job] | None:
+    """The job, unless it is gone, managed by another controller or being deleted."""
+    found = _get_job(ctx, fw, key)
+    if found is None or found[1].managed_externally or found[1].deleting:
+        return None
+    return found
+
+
 def _owned(obj: Obj | None, uid: str) -> Obj | None:
     return obj if obj is not None and controlled_by(obj, uid) else None
 
@@ -253,12 +261,10 @@ def _result(seconds: float | None) -> Result | None:
 # -- handlers -----------------------------------------------------------------------------------
 
 def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
-    found = _get_job(ctx, fw, key)
+    found = _get_active_job(ctx, fw, key)
     if found is None:
         return None
     job_obj, job = found
-    if job.managed_externally or job.deleting:
-        return None
     observed = observe(ctx, job)
     keys = new_ssh_keys() if fw.kind == "MPIJob" and observed.secret is None else None
     plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
@@ -273,12 +279,10 @@ def _current_status(job_obj: Obj) -> Obj:
 
 def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     for _ in range(3):
-        found = _get_job(ctx, fw, key)
+        found = _get_active_job(ctx, fw, key)
         if found is None:
             return None
         job_obj, job = found
-        if job.managed_externally or job.deleting:
-            return None
         outcome = status_of(observe(ctx, job, services=False), ctx.now())
         if outcome is None:
             return None

@@ -74,37 +74,31 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return job
 
 
-def _print(data: Any, out: TextIO) -> None:
-    out.write(json.dumps(data, indent=2) + "\n")
+def _show(args: argparse.Namespace, out: TextIO, data: Any, text: Callable[[], str]) -> int:
+    """``data`` as indented JSON with ``-o json``, else its text view."""
+    out.write((json.dumps(data, indent=2) if args.output == "json" else text()) + "\n")
+    return 0
+
+
+def _submitted(job: dict[str, Any]) -> str:
+    position = (job.get("queue") or {}).get("position")
+    where = f" (queue position {position})" if position else ""
+    return f"{job['kind']} {job['name']} submitted: {job['state']}{where}"
 
 
 def submit(args: argparse.Namespace, out: TextIO) -> int:
     job = _api(args).create(_request(args))
-    if args.output == "json":
-        _print(job, out)
-    else:
-        position = (job.get("queue") or {}).get("position")
-        where = f" (queue position {position})" if position else ""
-        out.write(f"{job['kind']} {job['name']} submitted: {job['state']}{where}\n")
-    return 0
+    return _show(args, out, job, lambda: _submitted(job))
 
 
 def list_jobs(args: argparse.Namespace, out: TextIO) -> int:
     jobs = _api(args).list_all(args.state, args.selector)
-    if args.output == "json":
-        _print(jobs, out)
-    else:
-        out.write(render.table(jobs, datetime.now(UTC)) + "\n")
-    return 0
+    return _show(args, out, jobs, lambda: render.table(jobs, datetime.now(UTC)))
 
 
 def get(args: argparse.Namespace, out: TextIO) -> int:
     job = _api(args).get(args.name)
-    if args.output == "json":
-        _print(job, out)
-    else:
-        out.write(render.details(job, datetime.now(UTC)) + "\n")
-    return 0
+    return _show(args, out, job, lambda: render.details(job, datetime.now(UTC)))
 
 
 def delete(args: argparse.Namespace, out: TextIO) -> int:

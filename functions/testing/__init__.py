@@ -1,0 +1,1 @@
+"""Tools for exercising the functions under trouble (API faults) in tests and benchmarks."""

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -44,30 +44,23 @@ from functions.api.core.openapi import (
 )
 from functions.api.core.problems import (
     PROBLEM_JSON,
+    ProblemError,
     field_errors,
     invalid_request,
     problem,
     single_field,
 )
+from functions.api.logs import pod_logs
 from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
-from functions.kube.transport import Request, TransportError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
-LOG_TIMEOUT_SECONDS = 10.0
 KubeFactory = Callable[[], KubeClient]
 Obj = dict[str, Any]
 Q = TypeVar("Q", bound=BaseModel)
-
-
-class ProblemError(Exception):
-    def __init__(self, body: Problem, headers: dict[str, str] | None = None) -> None:
-        super().__init__(body.detail)
-        self.body = body
-        self.headers = headers or {}
 
 
 def _default_kube() -> KubeClient:
@@ -181,12 +174,10 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         return user, authorize_job(user, verb, namespace, cr)
 
     def view(cr: Obj) -> JobView:
-        position = None
+        positions: dict[tuple[str, str, str], int] = {}
         if crs.state_of(cr) == "Queued":
-            meta = cr["metadata"]
-            positions = store.queue_positions(service.kube(), meta["namespace"])
-            position = positions.get((meta["namespace"], str(cr["kind"]), meta["name"]))
-        return crs.job_view(cr, position)
+            positions = store.queue_positions(service.kube(), cr["metadata"]["namespace"])
+        return crs.job_view(cr, crs.position_in(cr, positions))
 
     @app.post("/v1/namespaces/<namespace>/jobs")
     def create_job(namespace: str) -> Response:
@@ -234,9 +225,7 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         positions: dict[tuple[str, str, str], int] = {}
         if any(crs.state_of(cr) == "Queued" for cr in items):
             positions = store.queue_positions(kube, namespace)
-        views = [crs.job_view(cr, positions.get((namespace, str(cr["kind"]),
-                                                 cr["metadata"]["name"])))
-                 for cr in items]
+        views = [crs.job_view(cr, crs.position_in(cr, positions)) for cr in items]
         if query.state:
             views = [v for v in views if v.state == query.state]
         return _json(JobList.model_validate({"items": views, "continue": token}))
@@ -261,17 +250,14 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         _, cr = visible_job(namespace, name, "get")
         selector = f"involvedObject.name={name},involvedObject.kind={cr['kind']}"
         events = service.kube().list(resources.EVENTS, namespace, field_selector=selector)
-        uid = cr["metadata"].get("uid")
-        mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (uid, None, "")]
-        mine.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return _json(EventList(items=[crs.event_view(e) for e in mine]))
+        return _json(EventList(items=crs.event_views(events, cr["metadata"].get("uid"))))
 
     @app.get("/v1/namespaces/<namespace>/jobs/<name>/logs")
     def job_logs(namespace: str, name: str) -> Response:
         user, cr = visible_job(namespace, name, "get")
         query = _query(LogQuery)
         service.authorizer.require(user, Action("get", namespace, resources.PODS, "log"))
-        return _logs(service.kube(), cr, query)
+        return pod_logs(service.kube(), cr, query)
 
     @app.get("/openapi.json")
     def openapi() -> Response:
@@ -336,67 +322,3 @@ def _read_request(limit: int) -> JobRequest:
         return JobRequest.model_validate(data)
     except ValidationError as exc:
         raise ProblemError(invalid_request(exc)) from exc
-
-
-def _logs(kube: KubeClient, cr: Obj, query: LogQuery) -> Response:
-    meta = cr["metadata"]
-    replica = query.replica or crs.primary_replica(cr)
-    pods = kube.list(resources.PODS, meta["namespace"],
-                     label_selector=crs.log_pod_selector(cr, replica, query.index))
-    pod = crs.newest(pods)
-    if pod is None:
-        raise ProblemError(single_field(404, "replica",
-                                        f"job {meta['name']} has no {replica} pod "
-                                        f"{query.index} (yet)"))
-    params = {"container": crs.log_container(cr, pod)}
-    if query.tail_lines is not None:
-        params["tailLines"] = str(query.tail_lines)
-    if query.follow:
-        params["follow"] = "true"
-    path = resources.PODS.path(meta["namespace"], pod["metadata"]["name"], "log")
-    stream = getattr(kube.transport, "stream", None)
-    try:
-        if query.follow and stream is not None:
-            status, _, raw = stream(Request("GET", path, params), LOG_TIMEOUT_SECONDS * 30)
-            if status == 200:
-                return Response(_chunks(raw), mimetype="text/plain")
-            body = raw.read()
-            raw.release_conn()
-        else:
-            answer = kube.transport.send(Request("GET", path, params), LOG_TIMEOUT_SECONDS)
-            status, body = answer.status, answer.body
-            if status == 200:
-                return Response(body, mimetype="text/plain")
-    except TransportError as exc:
-        raise ProblemError(problem(503, f"the API server is unreachable: {exc}"),
-                           {"Retry-After": "5"}) from exc
-    message, missing_pod = _message(body)
-    pod_name = pod["metadata"]["name"]
-    if status == 404 and missing_pod:
-        raise ProblemError(problem(404, f"pod {pod_name}: {message}"))
-    if status == 400:
-        raise ProblemError(single_field(400, "replica", message))
-    node = (pod.get("spec") or {}).get("nodeName") or "its node"
-    raise ProblemError(problem(
-        502, f"the API server could not get the logs of pod {pod_name} from the kubelet of "
-             f"{node} ({status}): {message}"), {"Retry-After": "10"})
-
-
-def _chunks(raw: Any) -> Iterator[bytes]:
-    try:
-        yield from raw.stream(4096)
-    finally:
-        raw.release_conn()
-
-
-def _message(body: bytes) -> tuple[str, bool]:
-    """The API server's message, and whether it says the pod itself is gone (rather than
-    the kubelet not answering for its logs)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body[:500].decode("utf-8", "replace"), False
-    if not isinstance(data, dict):
-        return str(data), False
-    details = data.get("details") or {}
-    return str(data.get("message") or data), details.get("kind") == "pods"

@@ -7,6 +7,7 @@ the state, replica counts and queue fields from spec, labels, annotations and st
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -183,6 +184,20 @@ def job_view(cr: Obj, position: int | None = None) -> JobView:
         start_time=status.get("startTime"), completion_time=status.get("completionTime"),
         queue=_queue_view(cr, position if state == "Queued" else None),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
+
+
+def position_in(cr: Obj, positions: Mapping[tuple[str, str, str], int]) -> int | None:
+    """The job's place in ``positions`` (:func:`functions.api.core.queue.positions`)."""
+    meta = cr.get("metadata") or {}
+    return positions.get((str(meta.get("namespace")), str(cr.get("kind")),
+                          str(meta.get("name"))))
+
+
+def event_views(events: Iterable[Obj], uid: str | None) -> list[EventView]:
+    """The Events of the job with ``uid``, oldest first (an Event naming no uid counts)."""
+    mine = [e for e in events if (e.get("involvedObject") or {}).get("uid") in (uid, None, "")]
+    mine.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return [event_view(e) for e in mine]
 
 
 def event_view(event: Obj) -> EventView:

@@ -20,6 +20,15 @@ from functions.api.core.models import FieldError, Problem
 PROBLEM_JSON = "application/problem+json"
 
 
+class ProblemError(Exception):
+    """Raised to answer with ``body`` (and extra response ``headers``)."""
+
+    def __init__(self, body: Problem, headers: dict[str, str] | None = None) -> None:
+        super().__init__(body.detail)
+        self.body = body
+        self.headers = headers or {}
+
+
 def problem(status: int, detail: str, errors: list[FieldError] | None = None,
             title: str | None = None) -> Problem:
     try:

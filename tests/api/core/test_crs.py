@@ -154,3 +154,35 @@ def test_log_pod_selection() -> None:
     assert crs.log_container(job, {"spec": {"containers": [{"name": "launcher"}]}}) == "launcher"
     both = {"spec": {"containers": [{"name": "x"}, {"name": "mpi"}]}}
     assert crs.log_container(job, both) == "mpi"
+
+
+def _event(reason: str, uid: str | None, last: str) -> Obj:
+    involved: Obj = {"kind": "PyTorchJob", "name": "job"}
+    if uid is not None:
+        involved["uid"] = uid
+    return {"type": "Normal", "reason": reason, "message": reason, "lastTimestamp": last,
+            "involvedObject": involved}
+
+
+@pytest.mark.parametrize(("events", "reasons"), [
+    pytest.param([_event("Second", "u1", "2026-03-01T12:00:02Z"),
+                  _event("First", "u1", "2026-03-01T12:00:01Z")], ["First", "Second"],
+                 id="oldest-first"),
+    pytest.param([_event("Mine", "u1", "2026-03-01T12:00:01Z"),
+                  _event("Predecessor", "u0", "2026-03-01T12:00:00Z")], ["Mine"],
+                 id="earlier-job-of-the-same-name-left-out"),
+    pytest.param([_event("NoUid", None, "2026-03-01T12:00:01Z")], ["NoUid"],
+                 id="event-without-uid-kept"),
+])
+def test_event_views(events: list[Obj], reasons: list[str]) -> None:
+    assert [e.reason for e in crs.event_views(events, "u1")] == reasons
+
+
+@pytest.mark.parametrize(("positions", "expected"), [
+    pytest.param({("ns", "PyTorchJob", "job"): 3}, 3, id="listed"),
+    pytest.param({("ns", "TFJob", "job"): 3}, None, id="other-kind"),
+    pytest.param({}, None, id="not-queued"),
+])
+def test_position_in(positions: dict[tuple[str, str, str], int], expected: int | None) -> None:
+    cr = {"kind": "PyTorchJob", "metadata": {"namespace": "ns", "name": "job"}}
+    assert crs.position_in(cr, positions) == expected

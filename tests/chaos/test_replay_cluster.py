@@ -13,7 +13,6 @@ the handlers then read everything else from the cluster.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,12 @@ from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from functions.runtime.recording import RecordedRequest, read_recording
+from functions.runtime.recording import RecordedRequest
+from tests.chaos.conftest import replay_jobs
 from tests.chaos.replay import FunctionUnderTest, environment, settle, trainer_environment
 from tests.chaos.scenario import (
     JOB_KINDS,
     JOBS_NAMESPACE,
-    RECORDING,
     TRAINER_STATE_RESOURCES,
     apply_all,
     create_namespace,
@@ -38,8 +37,6 @@ from tests.chaos.scenario import (
     differences,
     duplicate_pods,
     first_added,
-    is_trainer_event,
-    relocate,
     snapshot,
 )
 from tests.support import REPO
@@ -50,49 +47,6 @@ TRAINER_NAMESPACE = "opendatahub"
 TRAINER_TEST_DATA = REPO / "tests" / "trainer" / "data"
 FIXED_MUTATION: dict[str, Any] = {"shuffle": True, "duplicate": 0.3, "drop": 0.3, "seed": 7}
 State = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def recording() -> list[RecordedRequest]:
-    events = read_recording(RECORDING)
-    assert len(events) > 40, "the recording holds the whole scenario"
-    return events
-
-
-def jobs_stream(events: list[RecordedRequest], namespace: str) -> list[RecordedRequest]:
-    return [relocate(e, namespace) for e in events if not is_trainer_event(e)]
-
-
-def replay_jobs(cluster: LocalCluster, kube: KubeClient, events: list[RecordedRequest],
-                **mutation: Any) -> State:
-    """Replay the jobs' events into a new namespace; the state after one resync."""
-    namespace = f"replay-{uuid.uuid4().hex[:8]}"
-    create_namespace(kube, namespace)
-    stream = jobs_stream(events, namespace)
-    apply_all(kube, first_added(stream, JOB_KINDS))
-    function = FunctionUnderTest(lambda hook: cluster.client(on_request=hook))
-    try:
-        report = function.replay(stream, **mutation)
-        assert not report.rejected, report
-        settle(kube, [namespace])
-        assert function.resync() == 202
-        function.echo_writes(lambda: settle(kube, [namespace]))
-        assert duplicate_pods(kube, namespace) == {}
-        return snapshot(kube, [namespace])
-    finally:
-        function.close()
-        kube.delete(resources.NAMESPACES, namespace)
-
-
-@pytest.fixture(scope="module")
-def clean_jobs_state(cluster: LocalCluster, kube: KubeClient, crds: None,
-                     recording: list[RecordedRequest]) -> State:
-    state = replay_jobs(cluster, kube, recording)
-    finished = {k: v["conditions"] for k, v in state.items() if k.split()[0] in JOB_KINDS}
-    assert len(finished) == 3
-    assert all(("Succeeded", "True") in {(c[0], c[1]) for c in conditions}
-               for conditions in finished.values()), finished
-    return state
 
 
 def test_clean_replay_is_repeatable(cluster: LocalCluster, kube: KubeClient,

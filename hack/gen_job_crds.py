@@ -15,6 +15,17 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from functions.jobs.core.frameworks import (  # noqa: E402 - needs ROOT on the path
+    MPI,
+    MXNET,
+    PYTORCH,
+    TENSORFLOW,
+    Framework,
+    allowed_managers,
+)
+
 OUT = ROOT / "config" / "crd"
 Schema = dict[str, Any]
 
@@ -220,12 +231,12 @@ def crd(kind: str, plural: str, version: str, spec: Schema, scale: dict[str, str
     }
 
 
-TRAINING_OPERATOR = ["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
-MPI_OPERATOR = ["kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"]
+def managers(framework: Framework) -> list[str]:
+    return list(allowed_managers(framework))
 
 
 def pytorch() -> dict[str, Any]:
-    types = ["Master", "Worker"]
+    types = list(PYTORCH.replica_types)
     elastic = obj("Elastic training with torchrun rendezvous; needs a Worker replica.", {
         "minReplicas": s("integer", "Lower bound of Worker replicas.", format="int32"),
         "maxReplicas": s("integer", "Upper bound of Worker replicas.", format="int32"),
@@ -246,11 +257,12 @@ def pytorch() -> dict[str, Any]:
                               "x-kubernetes-preserve-unknown-fields": True}},
     })
     spec = obj("Desired state of the PyTorchJob.", {
-        "pytorchReplicaSpecs": replica_map("PyTorchJob", types, "pytorch", "OnFailure", [
+        "pytorchReplicaSpecs": replica_map(PYTORCH.kind, types, PYTORCH.default_container,
+                                           PYTORCH.default_restart_policy, [
             one_replica("master", "Master replicas must be set to 1", required=True),
             rule("self.all(k, k.lowerAscii() != 'worker' || !has(self[k].replicas) || "
                  "self[k].replicas >= 1)", "Worker replicas must be at least 1 when set")]),
-        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "runPolicy": run_policy(managers(PYTORCH)),
         "elasticPolicy": elastic,
         "nprocPerNode": s("string", "Processes per node: auto, cpu, gpu or a number "
                                     "(default auto)."),
@@ -271,8 +283,9 @@ def pytorch() -> dict[str, Any]:
 
 
 def tensorflow() -> dict[str, Any]:
-    types = ["Chief", "Evaluator", "Master", "PS", "Worker"]
-    replicas = replica_map("TFJob", types, "tensorflow", "Never", [
+    types = list(TENSORFLOW.replica_types)
+    replicas = replica_map(TENSORFLOW.kind, types, TENSORFLOW.default_container,
+                           TENSORFLOW.default_restart_policy, [
         rule("size(self.filter(k, k.lowerAscii() in ['chief', 'master'])) <= 1",
              "must not have more than 1 Chief or Master role: use either Chief or Master"),
         one_replica("chief", "Chief replicas must be at most 1", required=False),
@@ -281,7 +294,7 @@ def tensorflow() -> dict[str, Any]:
     replicas["x-kubernetes-validations"] = replicas["x-kubernetes-validations"][1:]
     spec = obj("Desired state of the TFJob.", {
         "tfReplicaSpecs": replicas,
-        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "runPolicy": run_policy(managers(TENSORFLOW)),
         "successPolicy": s("string", "\"\" (default): the job succeeds with the Chief/Master "
                                      "or worker 0; AllWorkers: when every worker succeeded.",
                            enum=["", "AllWorkers"]),
@@ -293,11 +306,12 @@ def tensorflow() -> dict[str, Any]:
 
 
 def mxnet() -> dict[str, Any]:
-    types = ["Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"]
+    types = list(MXNET.replica_types)
     spec = obj("Desired state of the MXJob.", {
-        "mxReplicaSpecs": replica_map("MXJob", types, "mxnet", "Never", [
+        "mxReplicaSpecs": replica_map(MXNET.kind, types, MXNET.default_container,
+                                      MXNET.default_restart_policy, [
             one_replica("scheduler", "Scheduler replicas must be at most 1", required=False)]),
-        "runPolicy": run_policy(TRAINING_OPERATOR),
+        "runPolicy": run_policy(managers(MXNET)),
         "jobMode": s("string", "MXTrain (Scheduler/Server/Worker) or MXTune "
                                "(TunerTracker/TunerServer/Tuner).", enum=["MXTrain", "MXTune"]),
     }, required=["mxReplicaSpecs"])
@@ -306,14 +320,14 @@ def mxnet() -> dict[str, Any]:
 
 
 def mpi() -> dict[str, Any]:
-    types = ["Launcher", "Worker"]
+    types = list(MPI.replica_types)
     spec = obj("Desired state of the MPIJob.", {
-        "mpiReplicaSpecs": replica_map("MPIJob", types, None, "Launcher OnFailure, Worker Never",
+        "mpiReplicaSpecs": replica_map(MPI.kind, types, None, "Launcher OnFailure, Worker Never",
                                        [rule("self.exists(k, k.lowerAscii() == 'launcher')",
                                              "an MPIJob needs a Launcher replica spec"),
                                         one_replica("launcher", "Launcher replicas must be 1",
                                                     required=False)]),
-        "runPolicy": run_policy(MPI_OPERATOR),
+        "runPolicy": run_policy(managers(MPI)),
         "slotsPerWorker": s("integer", "Slots per worker in the hostfile (default 1).",
                             format="int32", minimum=1),
         "runLauncherAsWorker": s("boolean", "Also run ranks on the launcher."),

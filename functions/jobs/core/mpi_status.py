@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from functions.jobs.core import conditions as c
-from functions.jobs.core.frameworks import LABEL_JOB_ROLE
 from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
 from functions.jobs.core.objects import Notice
 from functions.jobs.core.pods import failed_pods, phase, replica_type_of
@@ -33,10 +32,6 @@ def job_condition(batch_job: Obj | None, type_: str) -> Obj | None:
         if cond.get("type") == type_ and cond.get("status") == "True":
             return dict(cond)
     return None
-
-
-def role_of(pod: Obj) -> str:
-    return str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE, ""))
 
 
 def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from functions.jobs.core import conditions as c
 from functions.jobs.core import objects as o
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.frameworks import LABEL_JOB_ROLE, MPI, PYTORCH
+from functions.jobs.core.frameworks import MPI, PYTORCH
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
@@ -35,6 +35,7 @@ from functions.jobs.core.pods import (
     index_of,
     name_of,
     phase,
+    role_of,
     terminating,
     uid_of,
 )
@@ -89,8 +90,7 @@ def workers_of(observed: Observed) -> tuple[list[Obj], list[Obj]]:
     workers: list[Obj] = []
     launchers: list[Obj] = []
     for pod in observed.pods:
-        role = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE)
-        (launchers if role == "launcher" else workers).append(pod)
+        (launchers if role_of(pod) == "launcher" else workers).append(pod)
     return workers, launchers
 
 

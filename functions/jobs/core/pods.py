@@ -51,6 +51,11 @@ def replica_type_of(job: Job, obj: Obj) -> str | None:
     return None
 
 
+def role_of(pod: Obj) -> str:
+    """The ``job-role`` label (``launcher``, ``worker``, ``master``), ``""`` when absent."""
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_ROLE, ""))
+
+
 def index_of(obj: Obj) -> int | None:
     label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_REPLICA_INDEX)
     try:

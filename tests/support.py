@@ -1,4 +1,4 @@
-"""Small helpers shared by tests."""
+"""Polling for a result and reading a condition: what many test modules share."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ class ApiService:
             return self._kube
 
 
-# -- helpers ------------------------------------------------------------------------------------
+# -- request checks and answers ---------------------------------------------------------------
 
 def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     body = model.model_dump_json(by_alias=True)

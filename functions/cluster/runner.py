@@ -232,7 +232,7 @@ class LocalCluster:
         if not self.keep_state:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    # -- helpers --------------------------------------------------------------------------------
+    # -- clients, waits and files ------------------------------------------------------------
 
     def client(self, **kwargs: Any) -> KubeClient:
         return KubeClient.from_config(from_kubeconfig(self.kubeconfig), **kwargs)

@@ -1,4 +1,4 @@
-"""Registration of the training-job controllers and their small pure helpers."""
+"""Registration of the training-job controllers and their small pure functions."""
 
 from __future__ import annotations
 

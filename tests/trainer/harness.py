@@ -1,4 +1,4 @@
-"""Helpers of the Trainer cluster tests: a request-recording client, handler runs, waits."""
+"""What the Trainer cluster tests share: a request-recording client, handler runs, waits."""
 
 from __future__ import annotations
 

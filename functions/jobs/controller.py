@@ -43,6 +43,7 @@ from functions.jobs.core.plan import (
     RESTARTS_ANNOTATION,
     Observed,
     Plan,
+    gc_may_act,
     gc_plan,
     reconcile_plan,
     status_of,
@@ -328,9 +329,7 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     job_obj, job = found
     if job.managed_externally or job.deleting or not job.status.finished:
         return None
-    policy = job.run_policy
-    if (policy.clean_pod_policy in (None, "", "None") and policy.ttl_seconds_after_finished is None
-            and not SETTINGS.gang_scheduler):
+    if not gc_may_act(job, bool(SETTINGS.gang_scheduler)):
         return None
     plan = gc_plan(observe(ctx, job), [], ctx.now())
     execute(ctx, fw, job_obj, plan, GC_MANAGER)

@@ -224,6 +224,17 @@ def _replicas(plan: Plan, job: Job, observed: Observed, settings: o.Settings) ->
                          if i not in have]
 
 
+def gc_may_act(job: Job, gang_scheduling: bool) -> bool:
+    """Whether :func:`gc_plan` can find work for this finished job (else skip reading it).
+
+    Only cleanPodPolicy, ttlSecondsAfterFinished and a gang scheduler's PodGroup give gc
+    something to delete once the job is finished.
+    """
+    policy = job.run_policy
+    return (policy.clean_pod_policy not in (None, "", "None")
+            or policy.ttl_seconds_after_finished is not None or gang_scheduling)
+
+
 def gc_plan(observed: Observed | None, orphans: Sequence[Obj], now: datetime) -> Plan:
     """Clean up after a finished job; ``observed`` is ``None`` when the job is gone."""
     plan = Plan()

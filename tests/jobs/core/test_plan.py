@@ -10,6 +10,7 @@ from functions.jobs.core.objects import Settings, desired_pod, desired_service
 from functions.jobs.core.plan import (
     RESTARTS_ANNOTATION,
     Observed,
+    gc_may_act,
     gc_plan,
     reconcile_plan,
     status_of,
@@ -206,3 +207,19 @@ def test_gc_deletes_orphans_of_a_gone_job() -> None:
     d = with_defaults(job(PT))
     orphans = [pod(d, "Master", 0), pod(d, "Worker", 0, deleting=True)]
     assert names(gc_plan(None, orphans, NOW).deletes) == [("Pod", "mnist-master-0")]
+
+
+@pytest.mark.parametrize(("spec", "gang", "may_act"), [
+    pytest.param({"cleanPodPolicy": "All"}, False, True, id="clean-all"),
+    pytest.param({"cleanPodPolicy": "Running"}, False, True, id="clean-running"),
+    pytest.param({"cleanPodPolicy": "None"}, False, False, id="nothing-to-do"),
+    pytest.param({"cleanPodPolicy": "None", "ttlSecondsAfterFinished": 0}, False, True,
+                 id="ttl"),
+    pytest.param({"cleanPodPolicy": "None"}, True, True, id="podgroup"),
+])
+def test_gc_may_act(spec: dict[str, Any], gang: bool, may_act: bool) -> None:
+    finished = job(PT, spec={"runPolicy": spec}, status=FINISHED)
+    assert gc_may_act(finished, gang) is may_act
+    if not may_act:  # and then gc_plan must indeed find nothing
+        assert gc_plan(complete_children(PT, spec={"runPolicy": spec}, status=FINISHED), [],
+                       NOW).empty

@@ -337,8 +337,8 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         meta = job_obj["metadata"]
         if ctx.kube.delete(RESOURCES[fw.kind], meta["name"], meta["namespace"],
                            uid=meta.get("uid")):
-            reason = "SuccessfulDeletePod" if fw.kind == "PyTorchJob" else "SuccessfulDeleteJob"
-            ctx.recorder.record(job_obj, "Normal", reason, f"Deleted job: {meta['name']}")
+            ctx.recorder.record(job_obj, "Normal", fw.job_deleted_reason,
+                                f"Deleted job: {meta['name']}")
     return _result(plan.requeue_after)
 
 

@@ -42,6 +42,7 @@ class Framework:
     own_manager: str                      # the managedBy value that means "us"
     scale_selector: bool = False          # replicaStatuses.<type>.selector is published
     restricted_types: bool = True         # replica types outside ``replica_types`` are invalid
+    job_deleted_reason: str = "SuccessfulDeleteJob"  # the Event when the TTL deletes the job
 
     def canonical_type(self, name: str) -> str:
         """Replica-type keys are matched case-insensitively and stored in canonical case."""
@@ -70,7 +71,7 @@ PYTORCH = Framework(
     replica_types=("Master", "Worker"), default_container="pytorch",
     port_name="pytorchjob-port", port=23456, default_restart_policy="OnFailure",
     operator_name="pytorchjob-controller", own_manager=MANAGED_BY_TRAINING_OPERATOR,
-    scale_selector=True,
+    scale_selector=True, job_deleted_reason="SuccessfulDeletePod",  # upstream's wording
 )
 TENSORFLOW = Framework(
     kind="TFJob", api_version=V1, plural="tfjobs", specs_field="tfReplicaSpecs",

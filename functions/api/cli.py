@@ -114,6 +114,20 @@ def logs(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _watched(api: TrainingApi, names: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The named jobs that exist, and the names of those that do not."""
+    jobs: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for name in names:
+        try:
+            jobs.append(api.get(name))
+        except ApiClientError as exc:
+            if exc.status != 404:
+                raise
+            missing.append(name)
+    return jobs, missing
+
+
 def watch(args: argparse.Namespace, out: TextIO,
           sleep: Callable[[float], None] = time.sleep) -> int:
     """Redraw until every watched job has finished (0 if all succeeded), or ``--timeout``."""
@@ -121,18 +135,7 @@ def watch(args: argparse.Namespace, out: TextIO,
     redraw = out.isatty() and not args.plain
     deadline = time.monotonic() + args.timeout if args.timeout else None
     while True:
-        missing: list[str] = []
-        if args.names:
-            jobs = []
-            for name in args.names:
-                try:
-                    jobs.append(api.get(name))
-                except ApiClientError as exc:
-                    if exc.status != 404:
-                        raise
-                    missing.append(name)
-        else:
-            jobs = api.list_all()
+        jobs, missing = _watched(api, args.names) if args.names else (api.list_all(), [])
         frame = render.watch_frame(jobs, args.namespace, datetime.now(UTC), missing)
         out.write((CLEAR + frame) if redraw else frame + "\n")
         out.flush()

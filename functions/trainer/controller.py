@@ -28,6 +28,7 @@ from functions.kube.client import ApiError
 from functions.runtime.recorder import NORMAL, WARNING
 from functions.runtime.registry import ChildMapping, Context, Controller, Result
 from functions.trainer import kinds, provision, sweep
+from functions.trainer.core import dependencies as deps
 from functions.trainer.core import releases as rel
 from functions.trainer.core.api import (
     API_VERSION,
@@ -264,7 +265,7 @@ def _always(_: Obj) -> ObjectKey | None:
 
 def _jobset_crd(obj: Obj) -> ObjectKey | None:
     name = (obj.get("metadata") or {}).get("name")
-    return TRAINER_KEY if name == "jobsets.jobset.x-k8s.io" else _labelled_child(obj)
+    return TRAINER_KEY if name == deps.JOBSET_CRD else _labelled_child(obj)
 
 
 CONTROLLERS = [

@@ -17,6 +17,7 @@ from functions.trainer.core.api import DEGRADED, Condition
 JOBSET_OPERATOR_PACKAGE = "jobset-operator"
 JOBSET_GROUP_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOBSET_PLURAL = "jobsets"
+JOBSET_CRD = f"{JOBSET_PLURAL}.{JOBSET_GROUP_VERSION.partition('/')[0]}"
 
 OPERATOR_NOT_INSTALLED = "JobSetOperatorNotInstalled"
 OPERATOR_CR_NOT_FOUND = "JobSetOperatorCRNotFound"

@@ -241,7 +241,12 @@ def create_app(function: str, *, controllers: Sequence[Controller] | None = None
         not_ready = runtime.wait_ready(READY_WAIT_SECONDS)
         if not_ready is not None:
             return problem(503, f"function {function} is not ready: {not_ready}", retry_after=5)
-        body = _read_body(runtime.max_body_bytes)
+        try:
+            body = _read_body(runtime.max_body_bytes)
+        except Exception as exc:  # the server's reader: bad chunked framing, a client gone
+            runtime.metrics().event(function, "", "", "invalid")
+            log.info("unreadable request body: %s: %s", type(exc).__name__, exc)
+            return problem(400, f"the request body could not be read: {type(exc).__name__}")
         if body is None:
             runtime.metrics().event(function, "", "", "invalid")
             return problem(413, f"body exceeds the limit of {runtime.max_body_bytes} bytes")

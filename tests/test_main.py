@@ -12,6 +12,7 @@ import pytest
 
 from functions.__main__ import build_parser, main
 from tests.core.test_events import SAMPLES
+from tests.runtime.test_serve import write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,12 +33,7 @@ def test_without_a_command_help_is_printed(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_replay_in_process_from_the_command_line(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig),
            "FUNCTIONS_CONTROLLER_MODULES": "tests.runtime.controllers"}
     result = subprocess.run(

@@ -20,6 +20,7 @@ from functions.runtime.router import post_event
 from tests.core.test_events import SAMPLES, load_sample
 from tests.runtime import controllers
 from tests.runtime.test_app import MNIST
+from tests.runtime.test_serve import write_kubeconfig
 
 STREAM = [RecordedRequest({"Ce-Id": str(i)}, str(i).encode()) for i in range(200)]
 
@@ -119,12 +120,7 @@ def test_replay_retries_like_a_broker() -> None:
 def test_replay_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from functions.runtime.recording import in_process_sender
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("FUNCTIONS_CONTROLLER_MODULES", "tests.runtime.controllers")
     controllers.CALLS.seen.clear()

@@ -1,5 +1,7 @@
-"""``python -m bench [--quick] [--only NAME ...]``: run the benchmarks and write
-``bench/results/latest.json``."""
+"""``python -m bench [--quick] [--only NAME ...] [--out DIR]``: run the benchmarks and write
+``latest.json``, ``latest.md`` (a Markdown table) and one PNG plot per suite to
+``bench/results/`` (or ``DIR``). Every figure is a median over repeated runs with min and max.
+"""
 
 from __future__ import annotations
 
@@ -12,22 +14,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report import write_report
+
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "jobs", "coldstart", "api")
+SUITES = ("runtime", "cluster", "jobs", "resync", "throughput")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
-QUICK: dict[str, dict[str, int]] = {
+QUICK: dict[str, dict[str, Any]] = {
     "runtime": {"repeats": 3, "iterations": 200},
     "cluster": {"repeats": 1},
-    "jobs": {"repeats": 1, "jobs": 10},
-    "api": {"repeats": 1, "requests": 20},
+    "jobs": {"repeats": 1, "jobs": 10, "burst": None},
+    "resync": {"repeats": 2, "jobs": 20},
+    "throughput": {"repeats": 2, "events": 200, "jobs": 5},
 }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI smoke)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
     parser.add_argument("--only", nargs="*", choices=SUITES, default=list(SUITES))
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    args = parser.parse_args(argv)
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": _cpus(), "python": platform.python_version()},
@@ -36,10 +42,16 @@ def main() -> int:
     for name in args.only:
         module = importlib.import_module(f"bench.{name}")
         print(f"== {name}", file=sys.stderr, flush=True)
+        started = time.monotonic()
         results[name] = module.run(**(QUICK.get(name, {}) if args.quick else {}))
+        results[name]["suite_seconds"] = round(time.monotonic() - started, 1)
         print(json.dumps(results[name], indent=2), file=sys.stderr, flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    command = "python -m bench" + (" --quick" if args.quick else "") + (
+        f" --only {' '.join(args.only)}" if list(args.only) != list(SUITES) else "")
+    for path in write_report(results, args.out, command):
+        print(path, file=sys.stderr)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -6,10 +6,10 @@ and the ``default`` ServiceAccount exists. Teardown: ``stop()`` until every proc
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
+from bench.stats import summary
 from functions.cluster.binaries import ensure_bin_dir
 from functions.cluster.runner import LocalCluster
 
@@ -30,8 +30,3 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "cluster_start_s": summary(starts),
         "cluster_stop_s": summary(stops),
     }
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "max": round(max(values), 3), "n": len(values)}

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.stats import summary
 from functions.runtime.router import post_event
 
 REPO = Path(__file__).resolve().parents[1]
@@ -224,6 +225,7 @@ def per_event(iterations: int) -> dict[str, float]:
 
 
 def run(repeats: int = 9, iterations: int = 2000) -> dict[str, Any]:
+    """Every figure is a :func:`bench.stats.summary` over ``repeats`` runs."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "KUBECONFIG": str(_kubeconfig(Path(tmp))),
                "FUNCTIONS_CONTROLLER_MODULES": ",".join(_controller_modules())}
@@ -233,23 +235,20 @@ def run(repeats: int = 9, iterations: int = 2000) -> dict[str, Any]:
         (Path(tmp) / "minimal_app.py").write_text(MINIMAL_APP)
         baseline_env = {**env, "APP_DIR": tmp}
         baseline = [cold_start(baseline_env, ["minimal_app:app"]) for _ in range(repeats)]
-    events = per_event(iterations)
+    events = [per_event(iterations) for _ in range(max(1, min(repeats, 5)))]
     return {
-        "controllers": _controller_modules(),
+        "controllers": ",".join(_controller_modules()),
         "repeats": repeats,
-        "spawn_to_ready_s": round(statistics.median(s["ready"] for s in starts), 3),
-        "spawn_to_ready_min_s": round(min(s["ready"] for s in starts), 3),
-        "spawn_to_first_event_s": round(statistics.median(s["event"] for s in starts), 3),
-        "app_import_s": round(statistics.median(i["import"] for i in imports), 3),
-        "warm_up_s": round(statistics.median(i["warm"] for i in imports), 3),
-        "baseline_minimal_flask_spawn_to_ready_s": round(
-            statistics.median(s["ready"] for s in baseline), 3),
-        "worker_rss_mib": round(statistics.median(s["rss"] for s in starts), 1),
-        "baseline_minimal_flask_rss_mib": round(statistics.median(s["rss"] for s in baseline),
-                                                1),
-        "parse_route_ms": round(events["parse_route"], 3),
-        "routes_per_event": round(events["routed"], 2),
-        "request_ms": round(events["request"], 3),
+        "spawn_to_ready_s": summary(s["ready"] for s in starts),
+        "spawn_to_first_event_s": summary(s["event"] for s in starts),
+        "app_import_s": summary(i["import"] for i in imports),
+        "warm_up_s": summary(i["warm"] for i in imports),
+        "baseline_minimal_flask_spawn_to_ready_s": summary(s["ready"] for s in baseline),
+        "worker_rss_mib": summary((s["rss"] for s in starts), 1),
+        "baseline_minimal_flask_rss_mib": summary((s["rss"] for s in baseline), 1),
+        "parse_route_ms": summary(e["parse_route"] for e in events),
+        "request_ms": summary(e["request"] for e in events),
+        "routes_per_event": round(events[0]["routed"], 2),
         "load_average": os.getloadavg()[0],
     }
 

@@ -17,11 +17,12 @@ from typing import Any
 from bench.report import write_report
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "jobs", "resync", "throughput")
+SUITES = ("runtime", "cluster", "trainer", "jobs", "resync", "throughput")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
 QUICK: dict[str, dict[str, Any]] = {
     "runtime": {"repeats": 3, "iterations": 200},
     "cluster": {"repeats": 1},
+    "trainer": {"repeats": 1},
     "jobs": {"repeats": 1, "jobs": 10, "burst": None},
     "resync": {"repeats": 2, "jobs": 20},
     "throughput": {"repeats": 2, "events": 200, "jobs": 5},

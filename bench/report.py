@@ -17,7 +17,8 @@ from bench.stats import Figure, figures, is_figure
 
 RESULTS = Path(__file__).parent / "results"
 UNITS = (("_per_s", "1/s"), ("_ms", "ms"), ("_s", "s"), ("_mib", "MiB"), ("ratio", "x"),
-         ("requests", "requests"), ("writes", "writes"))
+         ("requests", "requests"), ("reads", "requests"), ("writes", "writes"),
+         ("passes", "passes"))
 
 
 def unit_of(name: str) -> str:

@@ -54,9 +54,8 @@ def kube(cluster: LocalCluster) -> KubeClient:
 
 @pytest.fixture(scope="session")
 def crds(kube: KubeClient) -> None:
-    """This project's CRDs and admission policies, installed once per session."""
-    paths = [p for p in (REPO / "config" / "crd", REPO / "config" / "admission") if p.exists()]
-    apply_objects(kube, load_documents(paths))
+    """This project's CRDs (their CEL rules are the admission checks), installed once."""
+    apply_objects(kube, load_documents([REPO / "config" / "crd"]))
 
 
 @pytest.fixture

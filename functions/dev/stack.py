@@ -143,11 +143,11 @@ class DevStack:
             _wait_http(url + "health/readiness", 60)
 
     def _install(self, kube: KubeClient) -> None:
-        """Our CRDs and admission policies, the CRDs the Trainer depends on (JobSet, and
+        """Our CRDs (validation is CEL inside them), the CRDs the Trainer depends on (JobSet, and
         PodMonitor which the upstream overlay ships), the namespaces the manifests name, and
         the RBAC of every identity."""
-        paths = [self.config_dir / "crd", self.config_dir / "admission",
-                 self.bin_dir / "crds" / "jobset", self.bin_dir / "crds" / "prometheus-operator"]
+        paths = [self.config_dir / "crd", self.bin_dir / "crds" / "jobset",
+                 self.bin_dir / "crds" / "prometheus-operator"]
         apply_objects(kube, load_documents([p for p in paths if p.exists()]))
         rbac = [p for p in (self.config_dir / "rbac", self.eventing_dir / "rbac.yaml")
                 if p.exists()]

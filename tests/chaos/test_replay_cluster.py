@@ -111,8 +111,8 @@ def test_whole_stream_shuffled_duplicated_and_thinned_ends_like_the_clean_replay
         try:
             kube = local.client()
             apply_objects(kube, load_documents([
-                REPO / "config" / "crd", REPO / "config" / "admission",
-                bin_dir / "crds" / "jobset", TRAINER_TEST_DATA / "podmonitor-crd.yaml"]))
+                REPO / "config" / "crd", bin_dir / "crds" / "jobset",
+                TRAINER_TEST_DATA / "podmonitor-crd.yaml"]))
             for name in (TRAINER_NAMESPACE, JOBS_NAMESPACE):
                 create_namespace(kube, name)
             states.append(replay_everything(local, recording, tmp_path / f"work-{index}",

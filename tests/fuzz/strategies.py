@@ -179,7 +179,8 @@ def job_spec(draw: st.DrawFn) -> Obj:
             "replicas", "restart", "rename-type", "drop-containers", "container-image",
             "run-policy", "extra-replica", "elastic", "mpi", "odd-value")))
         rtype = draw(st.sampled_from(sorted(specs))) if specs else None
-        replica = specs.get(rtype, {}) if rtype else {}
+        found = specs.get(rtype) if rtype else None
+        replica: Obj = found if isinstance(found, dict) else {}
         if operation == "replicas" and rtype:
             replica["replicas"] = draw(SMALL_INT | st.none())
         elif operation == "restart" and rtype:

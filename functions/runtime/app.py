@@ -16,9 +16,13 @@ process). Answers:
 
 Startup is kept short for cold Knative pods: importing this module costs only Flask. The
 CloudEvents SDK, pydantic, the metrics library, the controllers and the Kubernetes client are
-loaded by a warm-up thread started when the app is created, i.e. after gunicorn forks, so the
-client (its connection pool and TLS state) is never shared across processes. Readiness turns
-200 when the warm-up has succeeded; events arriving earlier wait for it.
+loaded by a warm-up when the app is created, i.e. after gunicorn forks, so the client (its
+connection pool and TLS state) is never shared across processes. Under gunicorn the warm-up
+runs before the worker accepts connections (``warm_up="now"``: connections wait in the listen
+backlog, and the imports do not fight request threads for the GIL, which measurably delayed
+readiness); embedders may warm up in a background thread instead, in which case readiness turns
+200 when it has succeeded and events arriving earlier wait for it. A failed warm-up is reported
+by readiness, never by a crash.
 """
 
 from __future__ import annotations

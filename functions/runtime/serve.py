@@ -43,7 +43,7 @@ class FunctionServer(BaseApplication):  # type: ignore[misc]
             from functions.api.app import create_api_app
             return create_api_app()
         from functions.runtime.app import create_app
-        return create_app(self.function)
+        return create_app(self.function, warm_up="now")
 
 
 def _child_exit(server: Any, worker: Any) -> None:

@@ -36,20 +36,12 @@ from typing import Any
 
 from bench.runtime import FOREIGN_EVENT, MINIMAL_APP, _get_status, _kubeconfig, _sample
 from bench.runtime import cold_start as gunicorn_cold_start
+from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
 from tests.deploy.support import dockerfile_command, local_command_env
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_READY_S = 0.6
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def prepare(directory: Path, compiled: bool) -> Path:
@@ -82,7 +74,7 @@ def check_imports_from(site: Path, env: dict[str, str]) -> None:
 
 def cold_start(site: Path, kubeconfig: Path) -> dict[str, float]:
     _, command = dockerfile_command()
-    port = _free_port()
+    port = free_port()
     env = image_env(site, kubeconfig, port)
     headers, body = _sample(FOREIGN_EVENT)
     started = time.perf_counter()

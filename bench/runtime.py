@@ -25,7 +25,6 @@ import http.client
 import importlib.util
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
+from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,12 +66,6 @@ def _sample(name: str) -> tuple[dict[str, str], bytes]:
                 json.dumps(data["body"], separators=(",", ":")).encode())
     return {"Content-Type": "application/cloudevents+json"}, json.dumps(data).encode()
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _rss_mib(pid: int) -> float:
@@ -116,7 +110,7 @@ def event() -> tuple[str, int]:
 
 def cold_start(env: dict[str, str], argv: list[str] | None = None) -> dict[str, float]:
     """``argv`` replaces the function server (the baseline: a minimal Flask app)."""
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     headers, body = _sample(FOREIGN_EVENT)
     command = [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
 from tests.core.test_events import BINARY, load_sample
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def write_kubeconfig(path: Path) -> Path:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
 from tests.core.test_events import load_sample
 from tests.deploy.support import (
@@ -25,7 +26,6 @@ from tests.deploy.support import (
     knative_service,
     local_command_env,
 )
-from tests.runtime.test_serve import free_port
 
 PYTHON_BIN = Path(sys.executable).parent
 SAMPLES = ("01-captured-resource-add-clusterscoped-trainer.http.json",

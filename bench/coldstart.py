@@ -34,11 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.runtime import FOREIGN_EVENT, MINIMAL_APP, _get_status, _kubeconfig, _sample
+from bench.runtime import FOREIGN_EVENT, MINIMAL_APP, _kubeconfig, _sample
 from bench.runtime import cold_start as gunicorn_cold_start
 from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
 from tests.deploy.support import dockerfile_command, local_command_env
+from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_READY_S = 0.6
@@ -85,7 +86,7 @@ def cold_start(site: Path, kubeconfig: Path) -> dict[str, float]:
         while time.perf_counter() - started < 30 and (ready is None or event is None):
             if process.poll() is not None:
                 raise RuntimeError(f"the command exited with {process.returncode}")
-            if ready is None and _get_status(port, "/health/readiness") == 200:
+            if ready is None and http_status(port, "/health/readiness") == 200:
                 ready = time.perf_counter() - started
             if ready is not None and event is None and post_event(
                     f"http://127.0.0.1:{port}/", headers, body, 2).status == 202:

@@ -21,7 +21,6 @@ and the events measured are routed but need no API call.
 from __future__ import annotations
 
 import argparse
-import http.client
 import importlib.util
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 from bench.stats import summary
 from functions.cluster.runner import free_port
 from functions.runtime.router import post_event
+from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "cloudevents-samples"
@@ -83,17 +83,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _get_status(port: int, path: str) -> int | None:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status
-    except OSError:
-        return None
-    finally:
-        connection.close()
-
-
 MINIMAL_APP = """
 from flask import Flask
 app = Flask(__name__)
@@ -125,7 +114,7 @@ def cold_start(env: dict[str, str], argv: list[str] | None = None) -> dict[str, 
         ready = event = None
         deadline = started + 30
         while time.perf_counter() < deadline and (ready is None or event is None):
-            if ready is None and _get_status(port, "/health/readiness") == 200:
+            if ready is None and http_status(port, "/health/readiness") == 200:
                 ready = time.perf_counter() - started
             if ready is not None and event is None and post_event(
                     f"{base}/", headers, body, 2).status == 202:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import time
 from collections.abc import Callable
@@ -33,3 +34,15 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
         if item.get("type") == type_:
             return dict(item)
     return {}
+
+
+def http_status(port: int, path: str, timeout: float = 2.0) -> int | None:
+    """The status of ``GET http://127.0.0.1:<port><path>``, or ``None`` without an answer."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status
+    except OSError:
+        return None
+    finally:
+        connection.close()

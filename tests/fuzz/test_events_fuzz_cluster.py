@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from functions.cluster.runner import LocalCluster, free_port
 from functions.runtime.app import create_app
 from tests.fuzz.strategies import HttpEvent, events, load_samples
-from tests.support import REPO, wait_for
+from tests.support import REPO, http_status, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -93,7 +93,7 @@ def served(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> I
          "--port", str(port), "--workers", "2", "--threads", "4"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: _get(port, "/health/readiness") == 200, 60, 0.1, "readiness")
+        wait_for(lambda: http_status(port, "/health/readiness", 5) == 200, 60, 0.1, "readiness")
         yield port
     finally:
         process.terminate()
@@ -105,17 +105,6 @@ def served(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> I
 def _assert_no_tracebacks(log: Path) -> None:
     text = log.read_text(errors="replace")
     assert "Traceback" not in text, text[-3000:]
-
-
-def _get(port: int, path: str) -> int | None:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status
-    except OSError:
-        return None
-    finally:
-        connection.close()
 
 
 def _post(port: int, event: HttpEvent) -> tuple[int, Any, bytes]:
@@ -158,7 +147,7 @@ def test_bytes_that_are_not_http_do_not_stop_serving(served: int, junk: bytes) -
         # RFC 9112 6.1: an unknown transfer coding is answered 501 (by gunicorn's parser).
         assert not answer[9:12].startswith(b"5") or (answer.startswith(
             b"HTTP/1.1 501") and b"transfer-encoding" in junk.lower()), answer
-    assert _get(served, "/health/liveness") == 200
+    assert http_status(served, "/health/liveness", 5) == 200
 
 
 def test_a_body_with_broken_chunked_framing_is_400(served: int) -> None:

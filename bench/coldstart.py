@@ -34,12 +34,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.runtime import FOREIGN_EVENT, MINIMAL_APP, _kubeconfig, _sample
+from bench.runtime import (
+    FOREIGN_EVENT,
+    MINIMAL_APP,
+    _kubeconfig,
+    _sample,
+    time_to_ready_and_event,
+)
 from bench.runtime import cold_start as gunicorn_cold_start
 from functions.cluster.runner import free_port
-from functions.runtime.router import post_event
 from tests.deploy.support import dockerfile_command, local_command_env
-from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_READY_S = 0.6
@@ -82,18 +86,7 @@ def cold_start(site: Path, kubeconfig: Path) -> dict[str, float]:
     process = subprocess.Popen(command, cwd=site.parent, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     try:
-        ready = event = None
-        while time.perf_counter() - started < 30 and (ready is None or event is None):
-            if process.poll() is not None:
-                raise RuntimeError(f"the command exited with {process.returncode}")
-            if ready is None and http_status(port, "/health/readiness") == 200:
-                ready = time.perf_counter() - started
-            if ready is not None and event is None and post_event(
-                    f"http://127.0.0.1:{port}/", headers, body, 2).status == 202:
-                event = time.perf_counter() - started
-            time.sleep(0.005)
-        if ready is None or event is None:
-            raise RuntimeError("the function never became ready")
+        ready, event = time_to_ready_and_event(process, port, headers, body, started)
         return {"ready": ready, "event": event}
     finally:
         process.terminate()

@@ -68,6 +68,26 @@ def _sample(name: str) -> tuple[dict[str, str], bytes]:
 
 
 
+def time_to_ready_and_event(process: subprocess.Popen[bytes], port: int,
+                            headers: dict[str, str], body: bytes,
+                            started: float) -> tuple[float, float]:
+    """Seconds from ``started`` until readiness answers 200 and until an event gets a 202."""
+    ready = event = None
+    deadline = started + 30
+    while time.perf_counter() < deadline and (ready is None or event is None):
+        if process.poll() is not None:
+            raise RuntimeError(f"the command exited with {process.returncode}")
+        if ready is None and http_status(port, "/health/readiness") == 200:
+            ready = time.perf_counter() - started
+        if ready is not None and event is None and post_event(
+                f"http://127.0.0.1:{port}/", headers, body, 2).status == 202:
+            event = time.perf_counter() - started
+        time.sleep(0.005)
+    if ready is None or event is None:
+        raise RuntimeError("the function never became ready")
+    return ready, event
+
+
 def _rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -100,7 +120,6 @@ def event() -> tuple[str, int]:
 def cold_start(env: dict[str, str], argv: list[str] | None = None) -> dict[str, float]:
     """``argv`` replaces the function server (the baseline: a minimal Flask app)."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
     headers, body = _sample(FOREIGN_EVENT)
     command = [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",
                "--port", str(port), "--workers", "1", "--threads", "8"]
@@ -111,17 +130,7 @@ def cold_start(env: dict[str, str], argv: list[str] | None = None) -> dict[str, 
     process = subprocess.Popen(command, cwd=env.get("APP_DIR", REPO), env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        ready = event = None
-        deadline = started + 30
-        while time.perf_counter() < deadline and (ready is None or event is None):
-            if ready is None and http_status(port, "/health/readiness") == 200:
-                ready = time.perf_counter() - started
-            if ready is not None and event is None and post_event(
-                    f"{base}/", headers, body, 2).status == 202:
-                event = time.perf_counter() - started
-            time.sleep(0.005)
-        if ready is None or event is None:
-            raise RuntimeError("the function never became ready")
+        ready, event = time_to_ready_and_event(process, port, headers, body, started)
         [worker] = _children(process.pid)
         return {"ready": ready, "event": event, "rss": _rss_mib(worker)}
     finally:

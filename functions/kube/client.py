@@ -16,7 +16,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
+
+import urllib3
 
 from functions.core.errors import TemporaryError
 from functions.kube import resources
@@ -55,6 +57,16 @@ class ApiError(Exception):
 RequestHook = Callable[[str, int, float], None]
 
 
+class WriteObserver(Protocol):
+    """Told the API server's answer to every successful write (a watch cache keeps what its
+    own process wrote without waiting for the watch to bring it back)."""
+
+    def written(self, res: Resource, obj: Obj) -> None: ...
+
+    def deleted(self, res: Resource, namespace: str | None, name: str,
+                last: Obj | None) -> None: ...
+
+
 class KubeClient:
     """Thread-safe; create one per process (after a fork) and share it."""
 
@@ -68,6 +80,7 @@ class KubeClient:
         self.requests: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
         self._discovered: dict[tuple[str, str], Resource] = {}
+        self.observers: builtins.list[WriteObserver] = []
 
     @classmethod
     def from_config(cls, config: ClusterConfig | None = None, **kwargs: Any) -> KubeClient:
@@ -161,6 +174,17 @@ class KubeClient:
     def iter_list(self, res: Resource, namespace: str | None = None, *,
                   label_selector: str | None = None, field_selector: str | None = None,
                   page_size: int = 500) -> Iterator[Obj]:
+        for data in self.list_pages(res, namespace, label_selector=label_selector,
+                                    field_selector=field_selector, page_size=page_size):
+            for item in data.get("items") or []:
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+                yield item
+
+    def list_pages(self, res: Resource, namespace: str | None = None, *,
+                   label_selector: str | None = None, field_selector: str | None = None,
+                   page_size: int = 500) -> Iterator[Obj]:
+        """The raw pages of a LIST (each with ``items`` and ``metadata.resourceVersion``)."""
         query: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -168,10 +192,7 @@ class KubeClient:
             query["fieldSelector"] = field_selector
         while True:
             data = self._json("list", "GET", res.path(namespace), query=query)
-            for item in data.get("items") or []:
-                item.setdefault("apiVersion", res.api_version)
-                item.setdefault("kind", res.kind)
-                yield item
+            yield data
             token = (data.get("metadata") or {}).get("continue")
             if not token:
                 return
@@ -189,7 +210,10 @@ class KubeClient:
         if dry_run:
             query["dryRun"] = "All"
         path = res.path(meta.get("namespace"), meta["name"], subresource)
-        return self._json("apply", "PATCH", path, query=query, body=obj, content_type=APPLY)
+        result = self._json("apply", "PATCH", path, query=query, body=obj, content_type=APPLY)
+        if not dry_run:
+            self._written(res, result)
+        return result
 
     def apply_status(self, obj: Obj, field_manager: str, *, res: Resource | None = None) -> Obj:
         return self.apply(obj, field_manager, subresource="status", res=res)
@@ -198,33 +222,91 @@ class KubeClient:
               content_type: str = MERGE, subresource: str | None = None,
               field_manager: str | None = None) -> Obj:
         query = {"fieldManager": field_manager} if field_manager else None
-        return self._json("patch", "PATCH", res.path(namespace, name, subresource),
-                          query=query, body=patch, content_type=content_type)
+        result = self._json("patch", "PATCH", res.path(namespace, name, subresource),
+                            query=query, body=patch, content_type=content_type)
+        self._written(res, result)
+        return result
 
     def create(self, obj: Obj, *, res: Resource | None = None,
                field_manager: str | None = None) -> Obj:
         res = res or self.resource_for(obj["apiVersion"], obj["kind"])
         query = {"fieldManager": field_manager} if field_manager else None
-        return self._json("create", "POST", res.path(obj["metadata"].get("namespace")),
-                          query=query, body=obj)
+        result = self._json("create", "POST", res.path(obj["metadata"].get("namespace")),
+                            query=query, body=obj)
+        self._written(res, result)
+        return result
 
     def delete(self, res: Resource, name: str, namespace: str | None = None, *,
                propagation: str | None = "Background", uid: str | None = None,
+               resource_version: str | None = None,
                grace_period_seconds: int | None = None) -> bool:
-        """Delete; ``False`` when it was already gone (or ``uid`` no longer matches)."""
+        """Delete; ``False`` when it was already gone, or when a precondition (``uid``, or
+        ``resource_version``: the object must be exactly as last seen) no longer holds."""
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if propagation:
             body["propagationPolicy"] = propagation
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version))
+                         if v}
+        if preconditions:
+            body["preconditions"] = preconditions
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
         response = self.call("delete", "DELETE", res.path(namespace, name), body=body)
-        if response.status == 404 or (uid and response.status == 409):
+        if response.status == 404 or (preconditions and response.status == 409):
             return False
+        data = _decode(response)
         if response.status >= 300:
-            raise _error(response.status, _decode(response))
+            raise _error(response.status, data)
+        last = data if data.get("kind") not in (None, "Status") else None
+        for observer in self.observers:
+            observer.deleted(res, namespace, name, last)
         return True
+
+    @property
+    def can_watch(self) -> bool:
+        """Whether the transport streams (a watch needs it)."""
+        return callable(getattr(self.transport, "stream", None))
+
+    def _written(self, res: Resource, obj: Obj) -> None:
+        for observer in self.observers:
+            observer.written(res, obj)
+
+    # -- watch ----------------------------------------------------------------------------------
+
+    def watch(self, res: Resource, namespace: str | None = None, *, resource_version: str,
+              label_selector: str | None = None, timeout_seconds: int = 300) -> Iterator[Obj]:
+        """The watch events (``{"type": ..., "object": ...}``) after ``resource_version``, until
+        the server ends the watch. Bookmarks are asked for. Raises :class:`ApiError` (410 when
+        the version is too old) or :class:`TemporaryError` (no connection)."""
+        stream = getattr(self.transport, "stream", None)
+        if stream is None:
+            raise ApiError(501, "NotImplemented", "this transport cannot stream a watch")
+        query = {"watch": "true", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        started = time.monotonic()
+        try:
+            status, _, raw = stream(Request("GET", res.path(namespace), query),
+                                    timeout_seconds + 30.0)
+        except TransportError as exc:
+            self._record("watch", 0, time.monotonic() - started)
+            raise TemporaryError(f"watch of {res.plural}: {exc}", retry_after=1) from exc
+        self._record("watch", status, time.monotonic() - started)
+        try:
+            if status != 200:
+                raise _error(status, _decode(Response(status, {}, raw.read())))
+            pending = b""
+            for chunk in raw.stream(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        except (TransportError, OSError, urllib3.exceptions.HTTPError) as exc:
+            raise TemporaryError(f"watch of {res.plural} ended: {exc}", retry_after=1) from exc
+        finally:
+            raw.release_conn()
 
     # -- discovery ------------------------------------------------------------------------------
 

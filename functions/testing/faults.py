@@ -22,7 +22,9 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from functions.kube.transport import Request, Response, Transport, TransportError
 
@@ -51,6 +53,15 @@ def _status(code: int, reason: str, message: str,
             "reason": reason, "message": message}
     return Response(code, {"Content-Type": "application/json", **(headers or {})},
                     json.dumps(body).encode())
+
+
+def _refusal(fault: str) -> Response:
+    """The answer of a busy API server: ``throttle``, ``error`` or ``unavailable``."""
+    if fault == "throttle":
+        return _status(429, "TooManyRequests", "injected: slow down", {"Retry-After": "0"})
+    if fault == "error":
+        return _status(500, "InternalError", "injected: internal error")
+    return _status(503, "ServiceUnavailable", "injected: unavailable")
 
 
 @dataclass
@@ -82,13 +93,8 @@ class FaultInjectingTransport:
         fault = self._draw(request)
         if fault is None:
             return self.inner.send(request, timeout)
-        if fault == "throttle":
-            return _status(429, "TooManyRequests", "injected: slow down",
-                           {"Retry-After": "0"})
-        if fault == "error":
-            return _status(500, "InternalError", "injected: internal error")
-        if fault == "unavailable":
-            return _status(503, "ServiceUnavailable", "injected: unavailable")
+        if fault in ("throttle", "error", "unavailable"):
+            return _refusal(fault)
         if fault == "conflict":
             return _status(409, "Conflict", "injected: the object has been modified; "
                            "please apply your changes to the latest version and try again")
@@ -98,9 +104,40 @@ class FaultInjectingTransport:
             raise TransportError(f"{request.method} {request.path}: injected: read timed out")
         raise TransportError(f"{request.method} {request.path}: injected: connection reset")
 
+    def stream(self, request: Request, timeout: float) -> tuple[int, Mapping[str, str], Any]:
+        """Streamed requests (watches) draw a fault too: they fail to connect, or are
+        answered 503/429, as a busy API server does."""
+        inner = getattr(self.inner, "stream", None)
+        if inner is None:
+            raise TransportError("the wrapped transport cannot stream")
+        fault = self._draw(request)
+        if fault in ("reset", "timeout"):
+            raise TransportError(f"{request.method} {request.path}: injected: connection reset")
+        if fault is not None:
+            response = _refusal(fault if fault != "conflict" else "unavailable")
+            return response.status, response.headers, _Body(response.body)
+        result: tuple[int, Mapping[str, str], Any] = inner(request, timeout)
+        return result
+
     def refresh_credentials(self) -> None:
         self.inner.refresh_credentials()
 
     def faults(self) -> int:
         with self._guard:
             return sum(self.injected.values())
+
+
+class _Body:
+    """A fault's body, read the way a streamed urllib3 response is."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def read(self) -> bytes:
+        return self._data
+
+    def stream(self, amount: int) -> Iterator[bytes]:
+        yield self._data
+
+    def release_conn(self) -> None:
+        pass

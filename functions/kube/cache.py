@@ -1,0 +1,242 @@
+"""A per-process watch cache: the objects of a few resources, kept current by one LIST and a
+WATCH each, so a handler reads them without a round trip to the API server.
+
+It is an optimisation that correctness never depends on:
+
+* a read the cache cannot answer goes to the API server: a resource nobody declared, a
+  selector it does not index, an informer that has not synced yet (a cold replica simply
+  reads), and a ``get`` of an object the cache does not hold;
+* an event is never taken as state (it may be stale, duplicated, or replayed from another
+  cluster): its object's ``resourceVersion`` only says how far the cache must have got.
+  When the watch has not reached it within a moment, that event's pass reads the API
+  server instead (:meth:`ObjectCache.caught_up`), so a handler always sees at least the
+  state its event announced;
+* the answers to this process's own writes are kept when they are newer than what the
+  cache holds, so a pass sees what the previous one wrote (and creates nothing twice); a
+  deletion it made leaves a tombstone that keeps older versions from coming back;
+* every write a handler bases on what it read is guarded by the API server (names that make a
+  second create a 409, ``uid``/``resourceVersion`` preconditions on deletes and status
+  writes), so a stale read costs a retry, never a duplicate or a lost update.
+
+Versions are compared as the store (:mod:`functions.kube.store`) explains.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from functions.core.errors import TemporaryError
+from functions.kube.store import Obj, Store
+
+if TYPE_CHECKING:
+    from functions.kube.client import KubeClient
+    from functions.kube.resources import Resource
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSpec:
+    """One resource to cache, cluster-wide.
+
+    :param selector: label selector of the LIST and WATCH (only those objects are held).
+    :param index_label: a ``list`` in one namespace with the selector ``<index_label>=<value>``
+        is answered from the cache.
+    """
+
+    resource: Resource
+    selector: str | None = None
+    index_label: str | None = None
+
+
+class Informer:
+    """Keeps one :class:`Store` current from a background thread: LIST, then WATCH from the
+    list's version; a watch that ends is resumed, one that is too old (410) re-lists, and
+    failures back off up to :attr:`max_backoff` seconds."""
+
+    max_backoff = 30.0
+    watch_seconds = 300
+
+    def __init__(self, kube: KubeClient, spec: CacheSpec) -> None:
+        self.kube = kube
+        self.spec = spec
+        self.store = Store(spec.resource.api_version, spec.resource.kind, spec.index_label)
+        self.synced = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name=f"informer-{self.spec.resource.plural}")
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _run(self) -> None:
+        from functions.kube.client import ApiError
+
+        backoff = 0.5
+        version: str | None = None
+        while not self._stopping.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                    self.synced.set()
+                version = self._watch(version)
+                backoff = 0.5
+            except ApiError as exc:
+                if exc.status == 410:
+                    version = None
+                    continue
+                log.warning("cache of %s: %s", self.spec.resource.plural, exc)
+                version = None
+            except TemporaryError as exc:
+                log.info("cache of %s: %s", self.spec.resource.plural, exc)
+            except Exception:
+                log.exception("cache of %s failed; re-listing", self.spec.resource.plural)
+                version = None
+            if self._stopping.wait(backoff):
+                return
+            backoff = min(self.max_backoff, backoff * 2)
+
+    def _list(self) -> str:
+        res = self.spec.resource
+        items: list[Obj] = []
+        query_version = ""
+        for page in self.kube.list_pages(res, label_selector=self.spec.selector):
+            items.extend(page.get("items") or [])
+            query_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+        self.store.replace(items, query_version)
+        return query_version
+
+    def _watch(self, version: str) -> str:
+        for event in self.kube.watch(self.spec.resource, resource_version=version,
+                                     label_selector=self.spec.selector,
+                                     timeout_seconds=self.watch_seconds):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                from functions.kube.client import ApiError
+                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""),
+                               str(obj.get("message") or "watch error"))
+            self.store.apply(str(kind), obj)
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            if self._stopping.is_set():
+                break
+        return version
+
+
+class ObjectCache:
+    """The informers of one process, started on first use; also a
+    :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once."""
+
+    def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec]) -> None:
+        self.kube = kube
+        # A client that cannot stream cannot watch: then nothing is cached, all is read.
+        self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
+        self._informers: dict[tuple[str, str], Informer] = {}
+        self._guard = threading.Lock()
+        kube.observers.append(self)
+
+    def informer(self, res: Resource, *, start: bool = True) -> Informer | None:
+        ident = _resource_id(res)
+        spec = self._specs.get(ident)
+        if spec is None:
+            return None
+        with self._guard:
+            informer = self._informers.get(ident)
+            if informer is None and start:
+                informer = self._informers[ident] = Informer(self.kube, spec)
+                informer.start()
+            return informer
+
+    def ready(self, res: Resource) -> Informer | None:
+        """The informer of ``res`` once it has synced (starting it if needed), else ``None``."""
+        informer = self.informer(res)
+        return informer if informer is not None and informer.synced.is_set() else None
+
+    def wait_synced(self, resources: Iterable[Resource], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for res in resources:
+            informer = self.informer(res)
+            if informer is not None and not informer.synced.wait(
+                    max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def stop(self) -> None:
+        with self._guard:
+            for informer in self._informers.values():
+                informer.stop()
+
+    def caught_up(self, res: Resource, obj: Obj, timeout: float) -> bool:
+        """Whether reads of ``res`` reflect ``obj`` (from an event) within ``timeout``: true
+        when ``res`` is not cached at all (reads go to the API server anyway), false when
+        its informer has not synced."""
+        informer = self.informer(res, start=False)
+        if informer is None:
+            return True
+        if not informer.synced.is_set():
+            return False
+        return informer.store.caught_up(obj, timeout)
+
+    # -- this process's writes --------------------------------------------------------------------
+
+    def written(self, res: Resource, obj: Obj) -> None:
+        informer = self.informer(res, start=False)
+        if informer is not None:
+            informer.store.offer(obj)
+
+    def deleted(self, res: Resource, namespace: str | None, name: str,
+                last: Obj | None) -> None:
+        informer = self.informer(res, start=False)
+        if informer is None or last is None:
+            return
+        if (last.get("metadata") or {}).get("deletionTimestamp"):
+            informer.store.offer(last)
+        else:
+            informer.store.offer_deleted(last)
+
+
+def _resource_id(res: Resource) -> tuple[str, str]:
+    return res.group, res.plural
+
+
+class CachedReader:
+    """``get`` and ``list`` like :class:`~functions.kube.client.KubeClient`, answered from an
+    :class:`ObjectCache` when it can, else by the API server."""
+
+    def __init__(self, kube: KubeClient, cache: ObjectCache) -> None:
+        self.kube = kube
+        self.cache = cache
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        informer = self.cache.ready(res)
+        if informer is not None:
+            found = informer.store.get(namespace or "", name)
+            if found is not None:
+                return found
+        obj = self.kube.get(res, name, namespace)
+        if obj is not None and informer is not None:
+            obj.setdefault("apiVersion", res.api_version)
+            obj.setdefault("kind", res.kind)
+            informer.store.offer(obj)
+        return obj
+
+    def list(self, res: Resource, namespace: str | None = None, *,
+             label_selector: str | None = None) -> builtins.list[Obj]:
+        informer = self.cache.ready(res)
+        label = informer.spec.index_label if informer is not None else None
+        if informer is not None and label and namespace and label_selector:
+            name, sep, value = label_selector.partition("=")
+            if sep and name == label and "," not in value and not value.startswith("="):
+                return informer.store.by_label(namespace, value)
+        return self.kube.list(res, namespace, label_selector=label_selector)

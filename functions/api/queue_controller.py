@@ -25,6 +25,7 @@ from functions.api.core import queue
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS
+from functions.kube.cache import CacheSpec
 from functions.kube.client import ApiError
 from functions.runtime import lease
 from functions.runtime.registry import Context, Controller, Result
@@ -48,11 +49,13 @@ PASSES = _Passes()
 
 
 def _relevant(ctx: Context, key: ObjectKey) -> bool:
-    """Whether an event about ``key`` may change the queue (a job gone counts)."""
-    cr = ctx.kube.get(RESOURCES[key.kind], key.name, key.namespace)
+    """Whether an event about ``key`` may change the queue (a job gone counts). Read from
+    the reader (the job controllers' watch cache): every job event asks."""
+    cr = ctx.read.get(RESOURCES[key.kind], key.name, key.namespace)
     if cr is None:
         return True
-    cr.setdefault("kind", key.kind)
+    if "kind" not in cr:
+        cr = {**cr, "kind": key.kind}
     entry = queue.entry_of(cr)
     if entry is None:
         return False
@@ -120,6 +123,7 @@ def _patch(ctx: Context, entry: queue.Entry, patch: queue.Obj) -> bool:
 
 CONTROLLERS: list[Controller] = [
     Controller(name=f"training-queue-{fw.plural}", parent=RESOURCES[fw.kind],
-               handlers={"reconcile": admit})
+               handlers={"reconcile": admit},
+               cached={"reconcile": (CacheSpec(RESOURCES[fw.kind]),)})
     for fw in FRAMEWORKS
 ]

@@ -40,6 +40,7 @@ from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_vers
 from functions.jobs.core.model import Job, Obj, parse_job
 from functions.jobs.core.objects import Notice, Settings
 from functions.jobs.core.plan import (
+    RESTARTED_PODS_ANNOTATION,
     RESTARTS_ANNOTATION,
     Observed,
     Plan,
@@ -49,10 +50,12 @@ from functions.jobs.core.plan import (
     status_of,
 )
 from functions.jobs.core.pods import controlled_by, name_of, uid_of
+from functions.jobs.core.status import regresses
 from functions.kube import resources
+from functions.kube.cache import CacheSpec
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource
-from functions.runtime.registry import ChildMapping, Context, Controller, Result
+from functions.runtime.registry import ChildMapping, Context, Controller, Reader, Result
 
 RECONCILE_MANAGER = "training-jobs-reconcile"
 STATUS_MANAGER = "training-jobs-status"
@@ -111,18 +114,23 @@ def new_ssh_keys() -> mpi.SSHKeys:
 
 # -- reading ------------------------------------------------------------------------------------
 
-def _get_job(ctx: Context, fw: Framework, key: ObjectKey) -> tuple[Obj, Job] | None:
-    obj = ctx.kube.get(RESOURCES[fw.kind], key.name, key.namespace)
+def _get_job(ctx: Context, fw: Framework, key: ObjectKey, *,
+             fresh: bool = False) -> tuple[Obj, Job] | None:
+    """The job as the reader (maybe a watch cache) has it, or from the API server when
+    ``fresh``; the returned object is shared with the cache and must not be modified."""
+    reader: Reader = ctx.kube if fresh else ctx.read
+    obj = reader.get(RESOURCES[fw.kind], key.name, key.namespace)
     if obj is None:
         return None
-    obj.setdefault("apiVersion", fw.api_version)
-    obj.setdefault("kind", fw.kind)
+    if "apiVersion" not in obj or "kind" not in obj:
+        obj = {"apiVersion": fw.api_version, "kind": fw.kind, **obj}
     return obj, parse_job(obj)
 
 
-def _get_active_job(ctx: Context, fw: Framework, key: ObjectKey) -> tuple[Obj, Job] | None:
+def _get_active_job(ctx: Context, fw: Framework, key: ObjectKey, *,
+                    fresh: bool = False) -> tuple[Obj, Job] | None:
     """The job, unless it is gone, managed by another controller or being deleted."""
-    found = _get_job(ctx, fw, key)
+    found = _get_job(ctx, fw, key, fresh=fresh)
     if found is None or found[1].managed_externally or found[1].deleting:
         return None
     return found
@@ -132,9 +140,10 @@ def _owned(obj: Obj | None, uid: str) -> Obj | None:
     return obj if obj is not None and controlled_by(obj, uid) else None
 
 
-def observe(ctx: Context, job: Job, *, services: bool = True) -> Observed:
-    """The children a job controls, read from the API server (never from a cache)."""
-    kube = ctx.kube
+def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = False) -> Observed:
+    """The children a job controls, from the reader (maybe a watch cache), or from the API
+    server when ``fresh``. Pods and Services are listed by the job-name label."""
+    kube: Reader = ctx.kube if fresh else ctx.read
     selector = f"{LABEL_JOB_NAME}={job.name}"
     pods = kube.list(resources.PODS, job.namespace, label_selector=selector)
     observed = Observed(job=job)
@@ -161,7 +170,7 @@ def observe(ctx: Context, job: Job, *, services: bool = True) -> Observed:
             observed.hpa = _owned(kube.get(resources.HPAS, job.name, job.namespace), job.uid)
     if SETTINGS.gang_scheduler:
         api_version = podgroup_api_version(SETTINGS)
-        observed.podgroup_supported = _podgroups_served(kube, api_version)
+        observed.podgroup_supported = _podgroups_served(ctx.kube, api_version)
         if observed.podgroup_supported:
             observed.podgroup = _owned(kube.get(PODGROUPS[api_version], job.name,
                                                 job.namespace), job.uid)
@@ -217,17 +226,30 @@ def _parallel(items: list[Obj], action: Callable[[Obj], Any]) -> list[Any]:
         return list(pool.map(action, items))
 
 
-def _record_restarts(ctx: Context, fw: Framework, job_obj: Obj, count: int) -> None:
-    """Add ``count`` to the persisted restart counter (optimistic concurrency, 3 tries)."""
+def _record_restarts(ctx: Context, fw: Framework, job_obj: Obj, pods: list[Obj]) -> None:
+    """Count the restart of ``pods`` before they are deleted, exactly once per pod.
+
+    The job's annotations hold the counter and the uids of the batch last counted, written in
+    one patch with the job's ``resourceVersion`` as precondition. A retried pass, a crash
+    between this and the deletes, or another replica doing the same therefore never counts a
+    pod twice; reconcile decides restarts on state read fresh from the API server, so a pod
+    deleted long ago cannot come back from a stale read to be counted again.
+    """
     meta = job_obj["metadata"]
+    uids = sorted(uid_of(p) for p in pods)
     current = job_obj
     for _ in range(3):
         annotations = (current.get("metadata") or {}).get("annotations") or {}
+        counted = set(str(annotations.get(RESTARTED_PODS_ANNOTATION, "")).split(","))
+        new = [uid for uid in uids if uid not in counted]
+        if not new:
+            return
         try:
-            value = int(annotations.get(RESTARTS_ANNOTATION, "0")) + count
+            value = int(annotations.get(RESTARTS_ANNOTATION, "0")) + len(new)
         except ValueError:
-            value = count
-        patch = {"metadata": {"annotations": {RESTARTS_ANNOTATION: str(value)},
+            value = len(new)
+        patch = {"metadata": {"annotations": {RESTARTS_ANNOTATION: str(value),
+                                              RESTARTED_PODS_ANNOTATION: ",".join(uids)},
                               "resourceVersion": current["metadata"]["resourceVersion"]}}
         try:
             ctx.kube.patch(RESOURCES[fw.kind], meta["name"], patch, meta["namespace"],
@@ -238,17 +260,18 @@ def _record_restarts(ctx: Context, fw: Framework, job_obj: Obj, count: int) -> N
                 raise
         fresh = ctx.kube.get(RESOURCES[fw.kind], meta["name"], meta["namespace"])
         if fresh is None:
-            return
+            raise TemporaryError(f"{meta['name']} is gone")
         current = fresh
     raise TemporaryError(f"could not record restarts of {meta['name']}: conflicts")
 
 
 def execute(ctx: Context, fw: Framework, job_obj: Obj, plan: Plan, manager: str) -> None:
-    """Carry out a plan: deletes, restarts, applies, creates; then its Events."""
+    """Carry out a plan: deletes, restarts (counted first), applies, creates; then its
+    Events."""
     _parallel(plan.deletes, lambda obj: _delete(ctx, job_obj, obj))
-    restarted = sum(_parallel(plan.restarts, lambda obj: _delete(ctx, job_obj, obj)))
-    if restarted:
-        _record_restarts(ctx, fw, job_obj, restarted)
+    if plan.restarts:
+        _record_restarts(ctx, fw, job_obj, plan.restarts)
+        _parallel(plan.restarts, lambda obj: _delete(ctx, job_obj, obj))
     for obj in plan.applies:
         ctx.kube.apply(obj, manager)
     _parallel(plan.creates, lambda obj: _create(ctx, job_obj, obj))
@@ -262,13 +285,18 @@ def _result(seconds: float | None) -> Result | None:
 # -- handlers -----------------------------------------------------------------------------------
 
 def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
-    found = _get_active_job(ctx, fw, key)
-    if found is None:
-        return None
-    job_obj, job = found
-    observed = observe(ctx, job)
-    keys = new_ssh_keys() if fw.kind == "MPIJob" and observed.secret is None else None
-    plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
+    fresh = False
+    while True:
+        found = _get_active_job(ctx, fw, key, fresh=fresh)
+        if found is None:
+            return None
+        job_obj, job = found
+        observed = observe(ctx, job, fresh=fresh)
+        keys = new_ssh_keys() if fw.kind == "MPIJob" and observed.secret is None else None
+        plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
+        if not plan.restarts or fresh:
+            break
+        fresh = True  # a restart is counted and destroys evidence: decide it on fresh state
     execute(ctx, fw, job_obj, plan, RECONCILE_MANAGER)
     return _result(plan.requeue_after)
 
@@ -279,17 +307,26 @@ def _current_status(job_obj: Obj) -> Obj:
 
 
 def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
-    for _ in range(3):
-        found = _get_active_job(ctx, fw, key)
+    """Write the derived status when it differs. It is derived from the reader first; a
+    result that moves the status backwards (see :func:`regresses`) or a conflicting write is
+    redone on state read fresh from the API server, so a lagging cache (or another replica's
+    newer write) never rolls a status back."""
+    fresh = False
+    for _ in range(4):
+        found = _get_active_job(ctx, fw, key, fresh=fresh)
         if found is None:
             return None
         job_obj, job = found
-        outcome = status_of(observe(ctx, job, services=False), ctx.now())
+        outcome = status_of(observe(ctx, job, services=False, fresh=fresh), ctx.now())
         if outcome is None:
             return None
         desired = outcome.status.to_dict()
-        if desired == _current_status(job_obj):
+        current = _current_status(job_obj)
+        if desired == current:
             return _result(outcome.requeue_after)
+        if not fresh and regresses(current, desired):
+            fresh = True
+            continue
         meta = job_obj["metadata"]
         body = {"apiVersion": fw.api_version, "kind": fw.kind,
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"],
@@ -299,6 +336,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
             ctx.kube.apply_status(body, STATUS_MANAGER, res=RESOURCES[fw.kind])
         except ApiError as exc:
             if exc.status == 409:
+                fresh = True
                 continue
             raise
         _record(ctx, job_obj, outcome.notices)
@@ -372,6 +410,12 @@ def _bind(fn: Callable[[Framework, Context, ObjectKey], Result | None],
     return handler
 
 
+# The watch caches of the job functions: the jobs of each kind, and the Pods and Services that
+# carry the job-name label (the same selector as the ApiServerSource), indexed by that label.
+JOB_CHILDREN = (CacheSpec(resources.PODS, LABEL_JOB_NAME, LABEL_JOB_NAME),
+                CacheSpec(resources.SERVICES, LABEL_JOB_NAME, LABEL_JOB_NAME))
+
+
 def controller_for(fw: Framework) -> Controller:
     children = [ChildMapping("v1", "Pod", _label_parent(fw)),
                 ChildMapping("v1", "Service", _label_parent(fw))]
@@ -380,11 +424,15 @@ def controller_for(fw: Framework) -> Controller:
     elif fw.kind == "PyTorchJob":
         children.append(ChildMapping("autoscaling/v2", "HorizontalPodAutoscaler",
                                      _owner_parent(fw)))
+    jobs = CacheSpec(RESOURCES[fw.kind])
     return Controller(
         name=fw.plural, parent=RESOURCES[fw.kind],
         handlers={"reconcile": _bind(reconcile, fw), "status": _bind(status, fw),
                   "gc": _bind(gc, fw)},
         children=tuple(children),
+        # gc reads children only for finished jobs with a clean-up policy: no cache for them.
+        cached={"reconcile": (jobs, *JOB_CHILDREN), "status": (jobs, JOB_CHILDREN[0]),
+                "gc": (jobs,)},
     )
 
 

@@ -40,17 +40,22 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 if TYPE_CHECKING:
+    from functions.core.events import ApiEvent
+    from functions.kube.cache import CacheSpec, ObjectCache
     from functions.kube.client import KubeClient, RequestHook
     from functions.runtime.dispatch import Dispatcher, Outcome
     from functions.runtime.metrics import Metrics
     from functions.runtime.recorder import EventRecorder
-    from functions.runtime.registry import Controller, FunctionName
+    from functions.runtime.registry import Controller, FunctionName, Reader
 
 log = logging.getLogger(__name__)
 
 FUNCTION_CHOICES = ("reconcile", "gc", "status", "all")
 PROBLEM_JSON = "application/problem+json"
 READY_WAIT_SECONDS = 30.0
+# How long an event waits for the watch cache to reach the version it announces (the watch
+# is usually ahead of the event, which crossed the Broker) before its pass reads the API server.
+CATCH_UP_SECONDS = 1.0
 _WARM_MODULES = ("functions.core.events", "functions.runtime.dispatch",
                  "functions.runtime.metrics", "functions.kube.client",
                  "functions.runtime.recorder")
@@ -96,6 +101,10 @@ class FunctionRuntime:
         self._kube_pid = 0
         self._recorder: EventRecorder | None = None
         self._metrics: Metrics | None = None
+        self._cache: ObjectCache | None = None
+        self._reader: Reader | None = None
+        self._reader_kube: KubeClient | None = None
+        self.cache_specs: list[CacheSpec] = []
         self.dispatchers: list[Dispatcher] = []
 
     # -- startup --------------------------------------------------------------------------------
@@ -112,13 +121,15 @@ class FunctionRuntime:
 
             controllers = (list(self._given_controllers) if self._given_controllers is not None
                            else load_controllers(_controller_modules()))
+            if os.environ.get("FUNCTIONS_CACHE", "on") != "off":
+                self.cache_specs = _cache_specs(controllers, self.functions)
             metrics = self.metrics()
-            locks = KeyLocks()
+            locks = KeyLocks() if len(self.functions) > 1 else None
             self.dispatchers = [
-                Dispatcher(name, controllers, self.kube, self.recorder, locks=locks,
-                           observer=metrics, resync_workers=self.resync_workers)
+                Dispatcher(name, controllers, self.kube, self.recorder, reader=self.reader,
+                           locks=locks, observer=metrics, resync_workers=self.resync_workers)
                 for name in self.functions]
-            self.kube()
+            self.reader()
         except Exception as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
             log.exception("function %s cannot start", self.function)
@@ -159,6 +170,33 @@ class FunctionRuntime:
                 self._recorder = None
             return self._kube
 
+    def reader(self) -> Reader:
+        """Where handlers read: the watch cache of this process's kinds in front of the API
+        client (informers start here, in the background), or the client alone."""
+        kube = self.kube()
+        with self._guard:
+            if self._reader is None or self._reader_kube is not kube:
+                self._reader, self._reader_kube = kube, kube
+                if self.cache_specs:
+                    from functions.kube.cache import CachedReader, ObjectCache
+                    if self._cache is not None:
+                        self._cache.stop()
+                    self._cache = ObjectCache(kube, self.cache_specs)
+                    for spec in self.cache_specs:
+                        self._cache.informer(spec.resource)
+                    self._reader = CachedReader(kube, self._cache)
+            return self._reader
+
+    def behind(self, event: ApiEvent) -> bool:
+        """Whether the watch cache has not caught up with ``event`` within a moment: then the
+        event's passes read the API server."""
+        if self._cache is None or event.object is None or event.ref is None:
+            return False
+        from functions.kube.resources import known
+        res = known(event.ref.api_version, event.ref.kind)
+        return res is not None and not self._cache.caught_up(res, event.object,
+                                                              CATCH_UP_SECONDS)
+
     def recorder(self) -> EventRecorder:
         kube = self.kube()
         with self._guard:
@@ -184,10 +222,23 @@ class FunctionRuntime:
             metrics.event(self.function, "", "", "invalid")
             log.info("rejected an event (%s): %s", exc.status, exc.reason)
             return problem(exc.status, exc.reason)
-        outcome = combine([dispatcher.handle(event) for dispatcher in self.dispatchers])
+        fresh = self.behind(event)
+        outcome = combine([dispatcher.handle(event, fresh=fresh)
+                           for dispatcher in self.dispatchers])
         kind = event.ref.kind if event.ref is not None else ""
         metrics.event(self.function, event.type, kind, outcome.kind)
         return answer(outcome)
+
+
+def _cache_specs(controllers: Sequence[Controller],
+                 functions: Sequence[FunctionName]) -> list[CacheSpec]:
+    """The cached resources of these functions, one spec per resource (the first declared)."""
+    found: dict[tuple[str, str], CacheSpec] = {}
+    for controller in controllers:
+        for function in functions:
+            for spec in controller.cached.get(function, ()):
+                found.setdefault((spec.resource.group, spec.resource.plural), spec)
+    return list(found.values())
 
 
 def answer(outcome: Outcome) -> Response:

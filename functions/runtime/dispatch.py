@@ -6,8 +6,14 @@ child's event (a Pod, a Service, a Deployment) names its parent's key through th
 since the event carries no object). A resync tick lists every parent of the function's kinds
 and runs each with bounded concurrency.
 
-Runs of the same key are serialised within the process (a per-key lock), so two deliveries
-of events about one object never reconcile it concurrently. Every run ends in an
+Runs of one route (a controller's handler for one key) are serialised and coalesced within the
+process: a delivery that arrives while a pass for its route is running waits for the next pass,
+which starts after it arrived and therefore covers it, and answers with that pass's outcome.
+A burst of events about one job (its pods starting one by one) thus costs a pass or two, not
+one per event, and no delivery is answered before a pass that saw its change has finished.
+Across processes (replicas) nothing is serialised: handlers are written to be safe when they
+run concurrently on one key (preconditions, names that make a second create a 409). Every run
+ends in an
 :class:`Outcome` the HTTP layer maps to a status: ``ok``/``ignored`` (2xx), ``invalid`` (4xx,
 never retried), ``retry``/``busy`` (503/429 with ``Retry-After``, so the Broker retries).
 A handler bug (an unexpected exception) is logged with its traceback and answered as
@@ -30,7 +36,7 @@ from functions.core.errors import PermanentError, TemporaryError
 from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
 from functions.kube.client import ApiError
-from functions.runtime.registry import Context, Controller, FunctionName, Obj, Result
+from functions.runtime.registry import Context, Controller, FunctionName, Obj, Reader, Result
 
 if TYPE_CHECKING:
     from functions.kube.client import KubeClient
@@ -91,12 +97,15 @@ def combine(outcomes: Sequence[Outcome]) -> Outcome:
 
 
 def _lock_id(key: ObjectKey) -> tuple[str, str, str, str]:
-    """Versions of one kind name the same object, so the lock ignores the version."""
+    """Versions of one kind name the same object, so a route ignores the version."""
     return (key.api_version.rpartition("/")[0], key.kind, key.namespace, key.name)
 
 
 class KeyLocks:
-    """One lock per key, created on demand and dropped when nobody holds or awaits it."""
+    """One lock per key, created on demand and dropped when nobody holds or awaits it. Shared
+    by the dispatchers of one process that serves several functions (``serve all``), so their
+    handlers take turns on a key there as they would on a quiet cluster; separate processes
+    run them concurrently, which the handlers are written for."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
@@ -126,6 +135,82 @@ class KeyLocks:
             return len(self._locks)
 
 
+RouteId = tuple[str, tuple[str, str, str, str]]
+
+
+def route_id(route: Route) -> RouteId:
+    return (route.controller.name, _lock_id(route.key))
+
+
+@dataclass
+class _Runs:
+    """Bookkeeping of one route: requests are numbered; a pass covers every request numbered
+    up to the count when it started."""
+
+    wake: threading.Condition
+    requested: int = 0
+    completed: int = 0
+    running: bool = False
+    users: int = 0
+    fresh: bool = False   # a waiting request wants the next pass to read fresh state
+    outcome: Outcome | None = None
+
+
+class Coalescer:
+    """At most one pass per route at a time; requests that arrive meanwhile share the next."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._routes: dict[RouteId, _Runs] = {}
+
+    def run(self, ident: RouteId, attempt: Callable[[bool], Outcome], timeout: float, *,
+            fresh: bool = False) -> Outcome:
+        """``attempt(fresh)`` (which must not raise) once for this request and any that arrive
+        while it runs, or the outcome of a pass that started after this request arrived. A
+        pass reads fresh state when any request it covers asked for that."""
+        with self._guard:
+            runs = self._routes.get(ident)
+            if runs is None:
+                runs = self._routes[ident] = _Runs(threading.Condition(self._guard))
+            runs.requested += 1
+            runs.users += 1
+            runs.fresh = runs.fresh or fresh
+            ticket = runs.requested
+            deadline = time.monotonic() + timeout
+            while runs.running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._leave(ident, runs)
+                    return Outcome("busy", f"{ident[1][3]} is busy", BUSY_RETRY_AFTER)
+                runs.wake.wait(remaining)
+                if runs.completed >= ticket and runs.outcome is not None:
+                    self._leave(ident, runs)
+                    return runs.outcome
+            runs.running = True
+            covers = runs.requested
+            fresh, runs.fresh = runs.fresh, False
+        outcome = Outcome("retry", "the pass was interrupted", BUG_RETRY_AFTER, 0, "bug")
+        try:
+            outcome = attempt(fresh)
+        finally:
+            with self._guard:
+                runs.running = False
+                runs.completed = covers
+                runs.outcome = outcome
+                runs.wake.notify_all()
+                self._leave(ident, runs)
+        return outcome
+
+    def _leave(self, ident: RouteId, runs: _Runs) -> None:
+        runs.users -= 1
+        if runs.users == 0 and not runs.running:
+            del self._routes[ident]
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._routes)
+
+
 @dataclass
 class RequeueTimers:
     """In-memory "look again in N seconds" timers: best effort, lost on restart (the periodic
@@ -133,12 +218,11 @@ class RequeueTimers:
 
     run: Callable[[Route], Outcome]
     limit: int = 10_000
-    _timers: dict[tuple[str, tuple[str, str, str, str]], tuple[float, threading.Timer]] = field(
-        default_factory=dict)
+    _timers: dict[RouteId, tuple[float, threading.Timer]] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def schedule(self, route: Route, delay: float) -> None:
-        ident = (route.controller.name, _lock_id(route.key))
+        ident = route_id(route)
         due = time.monotonic() + delay
         with self._guard:
             current = self._timers.get(ident)
@@ -154,7 +238,7 @@ class RequeueTimers:
             self._timers[ident] = (due, timer)
             timer.start()
 
-    def _fire(self, ident: tuple[str, tuple[str, str, str, str]], route: Route) -> None:
+    def _fire(self, ident: RouteId, route: Route) -> None:
         with self._guard:
             self._timers.pop(ident, None)
         outcome = self.run(route)
@@ -177,13 +261,16 @@ class Dispatcher:
 
     def __init__(self, function: FunctionName, controllers: Sequence[Controller],
                  kube: Callable[[], KubeClient], recorder: Callable[[], EventRecorder], *,
-                 locks: KeyLocks | None = None, observer: Observer | None = None,
-                 resync_workers: int = 4, lock_timeout: float = 60.0) -> None:
+                 reader: Callable[[], Reader] | None = None, locks: KeyLocks | None = None,
+                 observer: Observer | None = None, resync_workers: int = 4,
+                 lock_timeout: float = 60.0) -> None:
         self.function: FunctionName = function
         self.controllers = [c for c in controllers if function in c.handlers]
         self.kube = kube
+        self.reader = reader
         self.recorder = recorder
-        self.locks = locks or KeyLocks()
+        self.runs = Coalescer()
+        self.locks = locks
         self.observer = observer
         self.resync_workers = resync_workers
         self.lock_timeout = lock_timeout
@@ -212,9 +299,9 @@ class Dispatcher:
             if child is not None:
                 found.extend(Route(controller, key)
                              for key in controller.parents_of(ref.api_version, ref.kind, child))
-        unique: dict[tuple[str, tuple[str, str, str, str]], Route] = {}
+        unique: dict[RouteId, Route] = {}
         for route in found:
-            unique.setdefault((route.controller.name, _lock_id(route.key)), route)
+            unique.setdefault(route_id(route), route)
         return list(unique.values())
 
     def _read_child(self, event: ApiEvent) -> Obj | None:
@@ -234,7 +321,9 @@ class Dispatcher:
 
     # -- running ------------------------------------------------------------------------------
 
-    def handle(self, event: ApiEvent) -> Outcome:
+    def handle(self, event: ApiEvent, *, fresh: bool = False) -> Outcome:
+        """Run what ``event`` concerns; ``fresh``: read from the API server, not the reader
+        (the reader has not caught up with this event)."""
         if event.operation == "resync":
             return self.resync()
         try:
@@ -243,26 +332,42 @@ class Dispatcher:
             return Outcome("retry", str(exc), exc.retry_after, 0, "temporary")
         if not routes:
             return Outcome("ignored", "no controller handles this object")
-        return combine([self.run(route) for route in routes])
+        return combine([self.run(route, fresh=fresh) for route in routes])
 
-    def run(self, route: Route) -> Outcome:
-        """Run one handler under the key's lock; never raises."""
-        with self.locks.hold(route.key, self.lock_timeout) as acquired:
-            if not acquired:
-                return Outcome("busy", f"{route.key} is busy", BUSY_RETRY_AFTER)
-            outcome = self._attempt(route)
-            if outcome.cause == "conflict":
-                outcome = self._attempt(route)
-            return outcome
+    def run(self, route: Route, *, fresh: bool = False) -> Outcome:
+        """Run one handler pass for ``route`` (or share one, see :class:`Coalescer`); never
+        raises."""
+        def attempt(fresh: bool) -> Outcome:
+            if self.locks is None:
+                return self._attempt_twice(route, fresh)
+            with self.locks.hold(route.key, self.lock_timeout) as acquired:
+                if not acquired:
+                    return Outcome("busy", f"{route.key} is busy", BUSY_RETRY_AFTER)
+                return self._attempt_twice(route, fresh)
 
-    def _attempt(self, route: Route) -> Outcome:
+        return self.runs.run(route_id(route), attempt, self.lock_timeout, fresh=fresh)
+
+    def run_fresh(self, route: Route) -> Outcome:
+        return self.run(route, fresh=True)
+
+    def _attempt_twice(self, route: Route, fresh: bool) -> Outcome:
+        """A conflict is retried at once, reading fresh state: the second attempt sees what
+        won."""
+        outcome = self._attempt(route, fresh)
+        if outcome.cause == "conflict":
+            outcome = self._attempt(route, True)
+        return outcome
+
+    def _attempt(self, route: Route, fresh: bool) -> Outcome:
         controller, key = route.controller, route.key
         handler = controller.handlers[self.function]
         started = time.perf_counter()
         outcome: Outcome
         try:
-            ctx = Context(kube=self.kube(), recorder=self.recorder(), function=self.function,
-                          log=logging.getLogger(f"functions.{controller.name}"))
+            kube = self.kube()
+            ctx = Context(kube=kube, recorder=self.recorder(), function=self.function,
+                          log=logging.getLogger(f"functions.{controller.name}"),
+                          reader=kube if fresh or self.reader is None else self.reader())
             result = handler(ctx, key)
         except TemporaryError as exc:
             outcome = Outcome("retry", f"{key}: {exc}", exc.retry_after, 1, "temporary")
@@ -315,7 +420,8 @@ class Dispatcher:
             if routes:
                 with ThreadPoolExecutor(max_workers=self.resync_workers,
                                         thread_name_prefix=f"resync-{self.function}") as pool:
-                    outcomes.extend(pool.map(self.run, routes))
+                    # The safety net reads fresh state: it must not depend on the cache.
+                    outcomes.extend(pool.map(self.run_fresh, routes))
             return combine(outcomes) if outcomes else Outcome("ok")
         finally:
             self._resync_guard.release()

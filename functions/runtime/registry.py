@@ -13,11 +13,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from functions.core.keys import ObjectKey
 
 if TYPE_CHECKING:
+    from functions.kube.cache import CacheSpec
     from functions.kube.client import KubeClient
     from functions.kube.resources import Resource
     from functions.runtime.recorder import EventRecorder
@@ -26,6 +27,17 @@ FunctionName = Literal["reconcile", "gc", "status"]
 FUNCTIONS: tuple[FunctionName, ...] = ("reconcile", "gc", "status")
 
 Obj = dict[str, Any]
+
+
+class Reader(Protocol):
+    """Where handlers read state: the API server itself, or a watch cache in front of it
+    (:class:`functions.kube.cache.CachedReader`) that may lag it a little. Objects it returns
+    may be shared: never modify them. Writes always go to ``Context.kube``."""
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None: ...
+
+    def list(self, res: Resource, namespace: str | None = None, *,
+             label_selector: str | None = None) -> list[Obj]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +52,19 @@ class Result:
 
 @dataclass
 class Context:
-    """What a handler gets besides the key: the API client, an event recorder, a clock."""
+    """What a handler gets besides the key: the API client (writes and fresh reads), a reader
+    (possibly cached: see :class:`Reader`), an event recorder, a clock."""
 
     kube: KubeClient
     recorder: EventRecorder
     function: FunctionName
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("functions"))
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    reader: Reader | None = None
+
+    @property
+    def read(self) -> Reader:
+        return self.reader if self.reader is not None else self.kube
 
     def now(self) -> datetime:
         return self.clock()
@@ -74,6 +92,9 @@ class Controller:
     parent: Resource
     handlers: Mapping[FunctionName, Handler]
     children: tuple[ChildMapping, ...] = ()
+    # Per function, what its handlers read often enough to be worth a per-process watch
+    # cache (functions.kube.cache); everything else is read from the API server.
+    cached: Mapping[FunctionName, tuple[CacheSpec, ...]] = field(default_factory=dict)
 
     def owns(self, api_version: str, kind: str) -> bool:
         return kind == self.parent.kind and _group(api_version) == self.parent.group

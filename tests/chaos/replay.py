@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,6 +100,12 @@ class EchoingTransport:
 
     def refresh_credentials(self) -> None:
         self.inner.refresh_credentials()
+
+    def stream(self, request: Request, timeout: float) -> tuple[int, Mapping[str, str], Any]:
+        """Watches pass through (the functions' watch caches need them)."""
+        result: tuple[int, Mapping[str, str], Any] = self.inner.stream(  # type: ignore[attr-defined]
+            request, timeout)
+        return result
 
     def take(self) -> list[tuple[str, Obj]]:
         with self._guard:

@@ -1,4 +1,4 @@
-"""Dispatch rules that need no API server: verdicts, per-key serialisation, requeue timers."""
+"""Dispatch rules that need no API server: verdicts, per-route coalescing, requeue timers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from functions.core.keys import ObjectKey
 from functions.runtime.dispatch import (
     Dispatcher,
-    KeyLocks,
     Outcome,
     RequeueTimers,
     Route,
@@ -48,47 +47,100 @@ def test_combine(outcomes: list[Outcome], expected: Outcome) -> None:
     assert combine(outcomes) == expected
 
 
-def test_same_key_is_serialised_other_keys_run_in_parallel() -> None:
-    locks = KeyLocks()
+def test_a_route_runs_one_pass_at_a_time_and_other_routes_run_in_parallel() -> None:
+    calls = Calls()
     active: dict[str, int] = {"a": 0, "b": 0}
     peak: dict[str, int] = {"a": 0, "b": 0}
     overlap = threading.Event()
     guard = threading.Lock()
 
-    def work(key: ObjectKey, label: str) -> None:
-        with locks.hold(key, timeout=10) as acquired:
-            assert acquired
-            with guard:
-                active[label] += 1
-                peak[label] = max(peak[label], active[label])
-                if active["a"] and active["b"]:
-                    overlap.set()
-            time.sleep(0.02)
-            with guard:
-                active[label] -= 1
+    def work(ctx: Context, key: ObjectKey) -> None:
+        with guard:
+            active[key.name] += 1
+            peak[key.name] = max(peak[key.name], active[key.name])
+            if active["a"] and active["b"]:
+                overlap.set()
+        time.sleep(0.05)
+        with guard:
+            active[key.name] -= 1
 
-    # Same object under another version shares the lock: versions name one object.
+    dispatcher = Dispatcher("reconcile", [recording_controller(calls, work)],
+                            lambda: refusing_kube(None), no_recorder)
+    controller = dispatcher.controllers[0]
+    # Another version of the same kind names the same object, hence the same route.
     a_other_version = ObjectKey("kubeflow.org/v2", "PyTorchJob", "ns", "a")
-    threads = [threading.Thread(target=work, args=(key, label)) for key, label in
-               [(A, "a"), (a_other_version, "a"), (A, "a"), (B, "b"), (B, "b")]]
+    outcomes: list[Outcome] = []
+    threads = [threading.Thread(target=lambda k=key: outcomes.append(
+                   dispatcher.run(Route(controller, k))))
+               for key in (A, a_other_version, A, B, B)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert peak == {"a": 1, "b": 1}
     assert overlap.is_set()
-    assert len(locks) == 0
+    assert [o.kind for o in outcomes] == ["ok"] * 5
+    assert len(dispatcher.runs) == 0
 
 
-def test_a_key_held_too_long_answers_busy() -> None:
+def test_deliveries_during_a_pass_share_the_next_one() -> None:
+    """Five deliveries arriving while a pass runs cost one more pass, not five, and none is
+    answered before a pass that started after it arrived has finished."""
     calls = Calls()
-    dispatcher = Dispatcher("reconcile", [recording_controller(calls)],
+    first_started = threading.Event()
+    release = threading.Event()
+    finished: list[float] = []
+
+    def slow_first(ctx: Context, key: ObjectKey) -> None:
+        if not first_started.is_set():
+            first_started.set()
+            release.wait(5)
+        finished.append(time.monotonic())
+
+    dispatcher = Dispatcher("reconcile", [recording_controller(calls, slow_first)],
+                            lambda: refusing_kube(None), no_recorder)
+    route = Route(dispatcher.controllers[0], A)
+    answered: list[float] = []
+
+    def deliver() -> None:
+        assert dispatcher.run(route).kind == "ok"
+        answered.append(time.monotonic())
+
+    first = threading.Thread(target=deliver)
+    first.start()
+    assert first_started.wait(5)
+    late = [threading.Thread(target=deliver) for _ in range(5)]
+    for thread in late:
+        thread.start()
+    time.sleep(0.1)
+    assert answered == []              # everyone waits for a pass that covers them
+    release.set()
+    for thread in [first, *late]:
+        thread.join()
+    assert len(calls.keys()) == 2
+    assert len(answered) == 6
+    assert min(answered[1:]) >= finished[1]
+
+
+def test_a_route_busy_too_long_answers_busy() -> None:
+    calls = Calls()
+    release = threading.Event()
+
+    def stuck(ctx: Context, key: ObjectKey) -> None:
+        release.wait(5)
+
+    dispatcher = Dispatcher("reconcile", [recording_controller(calls, stuck)],
                             lambda: refusing_kube(None), no_recorder, lock_timeout=0.05)
     route = Route(dispatcher.controllers[0], A)
-    with dispatcher.locks.hold(A, timeout=1):
-        outcome = dispatcher.run(route)
+    holder = threading.Thread(target=dispatcher.run, args=(route,))
+    holder.start()
+    while not calls.keys():
+        time.sleep(0.005)
+    outcome = dispatcher.run(route)
+    release.set()
+    holder.join()
     assert (outcome.kind, outcome.retry_after) == ("busy", 5.0)
-    assert calls.keys() == []
+    assert calls.keys() == [A]
     assert dispatcher.run(route).kind == "ok"
 
 

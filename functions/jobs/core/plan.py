@@ -42,6 +42,8 @@ from functions.jobs.core.pods import (
 from functions.jobs.core.status import StatusOutcome, derive_status
 
 RESTARTS_ANNOTATION = "training.opendatahub.io/restarts"
+# The uids of the pods counted by the last update of RESTARTS_ANNOTATION (comma-separated).
+RESTARTED_PODS_ANNOTATION = "training.opendatahub.io/restarted-pods"
 
 
 @dataclass

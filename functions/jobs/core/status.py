@@ -280,3 +280,26 @@ def _mxnet_rules(b: _Builder) -> None:
         if rs.failed > 0:
             b.replicas_failed("mxjob", rtype, rs.failed,
                               restart=job.replica_specs[rtype].restart_policy == "ExitCode")
+
+
+def regresses(persisted: Obj, derived: Obj) -> bool:
+    """Whether ``derived`` moves a status backwards from ``persisted`` (both in wire form): a
+    replica counter that drops, or a condition that stops being True.
+
+    Such moves are legitimate (a restart, Running turning False when the job finishes) but
+    rare, and they are exactly what a stale read of the pods would produce, so the status
+    function confirms them on fresh state before writing.
+    """
+    before = persisted.get("replicaStatuses") or {}
+    after = derived.get("replicaStatuses") or {}
+    for rtype, counts in before.items():
+        now = after.get(rtype) or {}
+        if any(int(now.get(k) or 0) < int(counts.get(k) or 0)
+               for k in ("active", "succeeded", "failed")):
+            return True
+    return bool(_true_conditions(persisted) - _true_conditions(derived))
+
+
+def _true_conditions(status: Obj) -> set[str]:
+    return {str(c.get("type")) for c in status.get("conditions") or []
+            if c.get("status") == "True"}

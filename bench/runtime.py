@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.stats import summary
 from functions.cluster.runner import free_port
-from functions.runtime.router import post_event
+from functions.runtime.sender import post_event
 from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from functions.runtime.post_server import PostServer
+from functions.runtime.sender import HOP_HEADERS, post_event
 
 log = logging.getLogger(__name__)
 
 # Set by the transport, never part of an event.
-HOP_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding",
-                         "transfer-encoding", "keep-alive", "te", "upgrade"})
 
 
 @dataclass(frozen=True)
@@ -218,8 +217,6 @@ def replay(events: Iterable[RecordedRequest], to: str | Sender, *, shuffle: bool
 
 def _post(url: str, request: RecordedRequest,
           timeout: float = 30.0) -> tuple[int | None, float | None]:
-    from functions.runtime.router import post_event
-
     result = post_event(url, request.event_headers(), request.body, timeout)
     return result.status, result.retry_after
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import http.client
 import json
 import logging
 import threading
@@ -31,9 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from functions.core.delivery import is_success, parse_retry_after, should_retry
+from functions.core.delivery import is_success, should_retry
 from functions.core.triggers import binary_attributes, structured_attributes
 from functions.runtime.eventing import (
     Subscription,
@@ -43,43 +41,14 @@ from functions.runtime.eventing import (
     subscriptions,
 )
 from functions.runtime.post_server import PostServer
-from functions.runtime.recording import HOP_HEADERS, RecordedRequest, now_stamp
+from functions.runtime.recording import RecordedRequest, now_stamp
+from functions.runtime.sender import ConnectionPool, SendResult, post_event
 
 log = logging.getLogger(__name__)
 
 REQUIRED = ("specversion", "id", "source", "type")
 # Without delivery.timeout, bound a request like Knative Serving's default revision timeout.
 DEFAULT_TIMEOUT = 300.0
-
-
-@dataclass(frozen=True)
-class SendResult:
-    status: int | None  # None: no HTTP answer
-    retry_after: float | None = None
-    error: str = ""
-    body: bytes = b""
-
-
-def post_event(url: str, headers: Mapping[str, str], body: bytes,
-               timeout: float | None = 30.0) -> SendResult:
-    """POST one event (headers as given, transport headers replaced); never raises."""
-    parts = urlsplit(url)
-    connection_type = (http.client.HTTPSConnection if parts.scheme == "https"
-                       else http.client.HTTPConnection)
-    connection = connection_type(parts.hostname or "localhost", parts.port, timeout=timeout)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    try:
-        outgoing = {k: v for k, v in headers.items() if k.lower() not in HOP_HEADERS}
-        connection.request("POST", path, body=body, headers=outgoing)
-        response = connection.getresponse()
-        payload = response.read()
-        return SendResult(response.status,
-                          parse_retry_after(response.getheader("Retry-After"),
-                                            datetime.now(UTC)), body=payload)
-    except (OSError, http.client.HTTPException) as exc:
-        return SendResult(None, error=f"{type(exc).__name__}: {exc}")
-    finally:
-        connection.close()
 
 
 def event_attributes(headers: Mapping[str, str], body: bytes) -> dict[str, str]:
@@ -149,6 +118,7 @@ class Router:
         self._lock = threading.Lock()
         self._in_flight: set[Future[Delivery]] = set()
         self._server = PostServer(self.accept, "router-ingress", self.host, self.port)
+        self._connections = ConnectionPool()
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -174,6 +144,7 @@ class Router:
         self._stopping.set()
         self._server.stop()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._connections.close()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Wait until no delivery is in flight (retries included)."""
@@ -235,8 +206,8 @@ class Router:
         attempts = 0
         for attempt in range(spec.retry + 1):
             attempts += 1
-            result = post_event(subscription.url, headers, request.body,
-                                spec.timeout or DEFAULT_TIMEOUT)
+            result = self._connections.post(subscription.url, headers, request.body,
+                                            spec.timeout or DEFAULT_TIMEOUT)
             if is_success(result.status):
                 if result.body.strip():
                     log.warning("router: %s answered %s with a body; a Broker treats that as "

@@ -21,7 +21,7 @@ import pytest
 from functions.cluster.runner import LocalCluster, free_port
 from functions.kube.client import KubeClient
 from functions.runtime.recording import RecordedRequest, replay
-from functions.runtime.router import post_event
+from functions.runtime.sender import post_event
 from tests.chaos.conftest import jobs_stream
 from tests.chaos.replay import resync_event
 from tests.chaos.scenario import (

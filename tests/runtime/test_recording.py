@@ -16,7 +16,7 @@ from functions.runtime.recording import (
     record_sink,
     replay,
 )
-from functions.runtime.router import post_event
+from functions.runtime.sender import post_event
 from tests.core.test_events import SAMPLES, load_sample
 from tests.runtime import controllers
 from tests.runtime.test_app import MNIST

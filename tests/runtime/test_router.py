@@ -18,7 +18,8 @@ from functions.core.errors import PermanentError, TemporaryError
 from functions.core.keys import ObjectKey
 from functions.runtime.recording import RecordedRequest, RecordSink
 from functions.runtime.registry import Context
-from functions.runtime.router import Router, event_attributes, ping_event, post_event
+from functions.runtime.router import Router, event_attributes, ping_event
+from functions.runtime.sender import post_event
 from tests.core.test_events import load_sample
 from tests.runtime.controllers import Calls, recording_controller
 from tests.runtime.test_app import MNIST, make_app
@@ -227,8 +228,19 @@ PING = {"specversion": "1.0", "id": "2", "type": "dev.knative.sources.ping",
     pytest.param(resource_event("PyTorchJob"), {"reconcile", "gc", "status"}, id="job"),
     pytest.param(resource_event("Trainer", event_type="resource.delete"),
                  {"reconcile", "gc", "status"}, id="trainer-delete"),
-    pytest.param(resource_event("Pod"), {"reconcile", "gc", "status"}, id="pod"),
-    pytest.param(resource_event("Service"), {"reconcile", "gc"}, id="service-has-no-status"),
+    pytest.param(resource_event("PyTorchJob", event_type="resource.add"),
+                 {"reconcile", "gc", "status"}, id="job-added"),
+    pytest.param(resource_event("Pod"), {"reconcile", "status"}, id="pod-changed"),
+    pytest.param(resource_event("Pod", event_type="resource.delete"), {"reconcile", "status"},
+                 id="pod-deleted"),
+    pytest.param(resource_event("Pod", event_type="resource.add"), set(),
+                 id="pod-added-is-our-own-create"),
+    pytest.param(resource_event("Service", event_type="resource.delete"), {"reconcile"},
+                 id="service-deleted"),
+    pytest.param(resource_event("Service"), set(), id="service-changed-matters-to-nobody"),
+    pytest.param(resource_event("Job"), {"reconcile", "status"}, id="mpi-launcher-job"),
+    pytest.param(resource_event("Deployment"), {"reconcile", "gc", "status"},
+                 id="trainer-deployment"),
     pytest.param(resource_event("ConfigMap", "odh-trainer-config"), {"reconcile"},
                  id="platform-configmap"),
     pytest.param(resource_event("ConfigMap", "kube-root-ca.crt"), set(),

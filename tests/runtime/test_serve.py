@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from functions.cluster.runner import free_port
-from functions.runtime.router import post_event
+from functions.runtime.sender import post_event
 from tests.core.test_events import BINARY, load_sample
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,8 +15,19 @@ DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 
 
 def with_defaults(job: Job) -> Job:
-    """A defaulted deep copy of ``job``."""
+    """A defaulted deep copy of ``job``, made once per job: a parsed job is never modified,
+    so the copy is remembered on it (each pass of reconcile and status asks several times),
+    and a defaulted job is its own defaulted form."""
+    if job._is_defaulted:
+        return job
+    if job._defaulted is None:
+        job._defaulted = _defaulted(job)
+    return job._defaulted
+
+
+def _defaulted(job: Job) -> Job:
     out = job.model_copy(deep=True)
+    out._is_defaulted = True
     fw = out.framework
     specs: dict[str, ReplicaSpec] = {}
     for key, spec in out.replica_specs.items():

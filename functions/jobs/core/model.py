@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from functions.jobs.core.frameworks import BY_KIND, Framework
@@ -157,6 +157,10 @@ class Job(BaseModel):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
     spec: JobSpec = Field(default_factory=JobSpec)
     status: JobStatus = Field(default_factory=JobStatus)
+    # Set by functions.jobs.core.defaults.with_defaults: this job's defaulted copy (jobs are
+    # never modified once parsed, so it is made once), and whether this job is one.
+    _defaulted: Job | None = PrivateAttr(default=None)
+    _is_defaulted: bool = PrivateAttr(default=False)
 
     @property
     def kind(self) -> str:

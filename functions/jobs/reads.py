@@ -1,0 +1,149 @@
+"""What the job handlers read: the job (parsed once per version) and the children it
+controls, from the reader (a watch cache, maybe lagging) or fresh from the API server."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+
+from functions.core.keys import ObjectKey
+from functions.jobs.core import mpi
+from functions.jobs.core.frameworks import LABEL_JOB_NAME, Framework
+from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_version
+from functions.jobs.core.model import Job, Obj, parse_job
+from functions.jobs.core.objects import Settings
+from functions.jobs.core.plan import Observed
+from functions.jobs.core.pods import controlled_by, uid_of
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
+from functions.runtime.registry import Context, Reader
+
+RESOURCES: dict[str, Resource] = {
+    "PyTorchJob": resources.PYTORCHJOBS, "TFJob": resources.TFJOBS,
+    "MXJob": resources.MXJOBS, "MPIJob": resources.MPIJOBS,
+}
+PODGROUPS = {VOLCANO_API: resources.PODGROUPS_VOLCANO,
+             PLUGINS_API: resources.PODGROUPS_SCHEDULER_PLUGINS}
+
+
+def settings_from_env(environ: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    return Settings(
+        gang_scheduler=env.get("TRAINING_GANG_SCHEDULER", ""),
+        gang_scheduler_name=env.get("TRAINING_GANG_SCHEDULER_NAME",
+                                    "scheduler-plugins-scheduler"),
+        cluster_domain=env.get("CUSTOM_CLUSTER_DOMAIN", ""),
+        init_container_image=env.get("PYTORCH_INIT_CONTAINER_IMAGE", "alpine:3.10"),
+        init_container_max_tries=int(env.get("PYTORCH_INIT_CONTAINER_MAX_TRIES", "100")),
+    )
+
+
+SETTINGS = settings_from_env()
+_served: dict[str, tuple[bool, float]] = {}
+
+
+def _podgroups_served(kube: KubeClient, api_version: str) -> bool:
+    """Whether the PodGroup CRD is installed (cached; a miss is re-checked after a minute)."""
+    known = _served.get(api_version)
+    if known is not None and (known[0] or time.monotonic() - known[1] < 60):
+        return known[0]
+    served = any(r.kind == "PodGroup" for r in kube.discover(api_version))
+    _served[api_version] = (served, time.monotonic())
+    return served
+
+
+class ParsedJobs:
+    """Parsed jobs by kind, uid and resourceVersion (a version names one content): a burst
+    runs many passes over an unchanged job, and parsing and defaulting it dominates a pass."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._jobs: OrderedDict[tuple[str, str, str], Job] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def parse(self, obj: Obj) -> Job:
+        meta = obj.get("metadata") or {}
+        key = (str(obj.get("kind")), str(meta.get("uid") or ""),
+               str(meta.get("resourceVersion") or ""))
+        if not key[1] or not key[2]:
+            return parse_job(obj)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None:
+                self._jobs.move_to_end(key)
+                return job
+        job = parse_job(obj)
+        with self._lock:
+            self._jobs[key] = job
+            while len(self._jobs) > self.size:
+                self._jobs.popitem(last=False)
+        return job
+
+
+PARSED = ParsedJobs()
+
+
+def get_job(ctx: Context, fw: Framework, key: ObjectKey, *,
+             fresh: bool = False) -> tuple[Obj, Job] | None:
+    """The job as the reader (maybe a watch cache) has it, or from the API server when
+    ``fresh``; the returned object is shared with the cache and must not be modified."""
+    reader: Reader = ctx.kube if fresh else ctx.read
+    obj = reader.get(RESOURCES[fw.kind], key.name, key.namespace)
+    if obj is None:
+        return None
+    if "apiVersion" not in obj or "kind" not in obj:
+        obj = {"apiVersion": fw.api_version, "kind": fw.kind, **obj}
+    return obj, PARSED.parse(obj)
+
+
+def get_active_job(ctx: Context, fw: Framework, key: ObjectKey, *,
+                    fresh: bool = False) -> tuple[Obj, Job] | None:
+    """The job, unless it is gone, managed by another controller or being deleted."""
+    found = get_job(ctx, fw, key, fresh=fresh)
+    if found is None or found[1].managed_externally or found[1].deleting:
+        return None
+    return found
+
+
+def _owned(obj: Obj | None, uid: str) -> Obj | None:
+    return obj if obj is not None and controlled_by(obj, uid) else None
+
+
+def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = False) -> Observed:
+    """The children a job controls, from the reader (maybe a watch cache), or from the API
+    server when ``fresh``. Pods and Services are listed by the job-name label."""
+    kube: Reader = ctx.kube if fresh else ctx.read
+    selector = f"{LABEL_JOB_NAME}={job.name}"
+    pods = kube.list(resources.PODS, job.namespace, label_selector=selector)
+    observed = Observed(job=job)
+    if job.framework.kind == "MPIJob":
+        observed.launcher = _owned(kube.get(resources.JOBS, mpi.launcher_name(job),
+                                            job.namespace), job.uid)
+        launcher_uid = uid_of(observed.launcher) if observed.launcher else "-"
+        observed.pods = [p for p in pods if controlled_by(p, job.uid)
+                         or controlled_by(p, launcher_uid)]
+        if services:
+            svc = _owned(kube.get(resources.SERVICES, job.name, job.namespace), job.uid)
+            observed.services = [svc] if svc else []
+            observed.config_map = _owned(kube.get(resources.CONFIGMAPS, mpi.config_name(job),
+                                                  job.namespace), job.uid)
+            observed.secret = _owned(kube.get(resources.SECRETS, mpi.secret_name(job),
+                                              job.namespace), job.uid)
+    else:
+        observed.pods = [p for p in pods if controlled_by(p, job.uid)]
+        if services:
+            observed.services = [s for s in kube.list(resources.SERVICES, job.namespace,
+                                                      label_selector=selector)
+                                 if controlled_by(s, job.uid)]
+        if job.framework.kind == "PyTorchJob" and job.spec.elastic_policy is not None:
+            observed.hpa = _owned(kube.get(resources.HPAS, job.name, job.namespace), job.uid)
+    if SETTINGS.gang_scheduler:
+        api_version = podgroup_api_version(SETTINGS)
+        observed.podgroup_supported = _podgroups_served(ctx.kube, api_version)
+        if observed.podgroup_supported:
+            observed.podgroup = _owned(kube.get(PODGROUPS[api_version], job.name,
+                                                job.namespace), job.uid)
+    return observed

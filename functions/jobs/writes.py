@@ -1,0 +1,120 @@
+"""What the job handlers write: a plan carried out (deletes, counted restarts, applies,
+creates) and the Kubernetes Events that go with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from functions.core.errors import TemporaryError
+from functions.jobs.core.frameworks import Framework
+from functions.jobs.core.model import Obj
+from functions.jobs.core.objects import Notice
+from functions.jobs.core.plan import RESTARTED_PODS_ANNOTATION, RESTARTS_ANNOTATION, Plan
+from functions.jobs.core.pods import name_of, uid_of
+from functions.jobs.reads import RESOURCES
+from functions.kube.client import ApiError
+from functions.runtime.registry import Context
+
+RECONCILE_MANAGER = "training-jobs-reconcile"
+WRITE_THREADS = 8
+
+
+def _describe(obj: Obj) -> str:
+    return str(obj.get("kind", "object")).lower()
+
+
+def record(ctx: Context, job_obj: Obj, notices: list[Notice]) -> None:
+    for notice in notices:
+        ctx.recorder.record(job_obj, notice.type, notice.reason, notice.message)
+
+
+def _create(ctx: Context, job_obj: Obj, obj: Obj) -> None:
+    kind = str(obj.get("kind"))
+    try:
+        ctx.kube.create(obj, field_manager=RECONCILE_MANAGER)
+    except ApiError as exc:
+        if exc.status == 409:
+            return
+        ctx.recorder.record(job_obj, "Warning", f"FailedCreate{kind}",
+                            f"Error creating: {exc.message}")
+        ctx.log.warning("cannot create %s %s: %s", kind, name_of(obj), exc)
+        return
+    ctx.recorder.record(job_obj, "Normal", f"SuccessfulCreate{kind}",
+                        f"Created {_describe(obj)}: {name_of(obj)}")
+
+
+def _delete(ctx: Context, job_obj: Obj, obj: Obj) -> bool:
+    kind = str(obj.get("kind"))
+    res = ctx.kube.resource_for(str(obj.get("apiVersion")), kind)
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    try:
+        gone = ctx.kube.delete(res, name_of(obj), namespace, uid=uid_of(obj) or None)
+    except ApiError as exc:
+        ctx.recorder.record(job_obj, "Warning", f"FailedDelete{kind}",
+                            f"Error deleting: {exc.message}")
+        return False
+    if gone:
+        ctx.recorder.record(job_obj, "Normal", f"SuccessfulDelete{kind}",
+                            f"Deleted {_describe(obj)}: {name_of(obj)}")
+    return gone
+
+
+def _parallel(items: list[Obj], action: Callable[[Obj], Any]) -> list[Any]:
+    if len(items) <= 1:
+        return [action(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(items))) as pool:
+        return list(pool.map(action, items))
+
+
+def _record_restarts(ctx: Context, fw: Framework, job_obj: Obj, pods: list[Obj]) -> None:
+    """Count the restart of ``pods`` before they are deleted, exactly once per pod.
+
+    The job's annotations hold the counter and the uids of the batch last counted, written in
+    one patch with the job's ``resourceVersion`` as precondition. A retried pass, a crash
+    between this and the deletes, or another replica doing the same therefore never counts a
+    pod twice; reconcile decides restarts on state read fresh from the API server, so a pod
+    deleted long ago cannot come back from a stale read to be counted again.
+    """
+    meta = job_obj["metadata"]
+    uids = sorted(uid_of(p) for p in pods)
+    current = job_obj
+    for _ in range(3):
+        annotations = (current.get("metadata") or {}).get("annotations") or {}
+        counted = set(str(annotations.get(RESTARTED_PODS_ANNOTATION, "")).split(","))
+        new = [uid for uid in uids if uid not in counted]
+        if not new:
+            return
+        try:
+            value = int(annotations.get(RESTARTS_ANNOTATION, "0")) + len(new)
+        except ValueError:
+            value = len(new)
+        patch = {"metadata": {"annotations": {RESTARTS_ANNOTATION: str(value),
+                                              RESTARTED_PODS_ANNOTATION: ",".join(uids)},
+                              "resourceVersion": current["metadata"]["resourceVersion"]}}
+        try:
+            ctx.kube.patch(RESOURCES[fw.kind], meta["name"], patch, meta["namespace"],
+                           field_manager=RECONCILE_MANAGER)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        fresh = ctx.kube.get(RESOURCES[fw.kind], meta["name"], meta["namespace"])
+        if fresh is None:
+            raise TemporaryError(f"{meta['name']} is gone")
+        current = fresh
+    raise TemporaryError(f"could not record restarts of {meta['name']}: conflicts")
+
+
+def execute(ctx: Context, fw: Framework, job_obj: Obj, plan: Plan, manager: str) -> None:
+    """Carry out a plan: deletes, restarts (counted first), applies, creates; then its
+    Events."""
+    _parallel(plan.deletes, lambda obj: _delete(ctx, job_obj, obj))
+    if plan.restarts:
+        _record_restarts(ctx, fw, job_obj, plan.restarts)
+        _parallel(plan.restarts, lambda obj: _delete(ctx, job_obj, obj))
+    for obj in plan.applies:
+        ctx.kube.apply(obj, manager)
+    _parallel(plan.creates, lambda obj: _create(ctx, job_obj, obj))
+    record(ctx, job_obj, plan.notices)

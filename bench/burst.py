@@ -45,6 +45,7 @@ from functions.cluster.binaries import ensure_bin_dir
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig
+from functions.kube.transport import Urllib3Transport
 
 CREATE_THREADS = 8
 LIMIT_THREADS = (4, 8, 16, 32)
@@ -59,9 +60,10 @@ def timeout_for(jobs: int) -> float:
     return 120 + 1.2 * jobs
 
 
-def _client(started: Started, user: str) -> KubeClient:
+def _client(started: Started, user: str, connections: int) -> KubeClient:
+    """A client of its own identity that keeps a connection per thread of the loop."""
     path = started.cluster.user_kubeconfig(user, ("system:masters",))
-    return KubeClient.from_config(from_kubeconfig(path))
+    return KubeClient(Urllib3Transport(from_kubeconfig(path), pool_size=max(16, connections)))
 
 
 def _snapshot(started: Started) -> dict[str, float]:
@@ -142,9 +144,9 @@ def _prepare(admin: KubeClient, timeout: float = 60.0) -> None:
 def _measure(started: Started, system: str, jobs: int, threads: int,
              observer: Observer) -> dict[str, Any]:
     errors: list[str] = []
-    driver = _client(started, DRIVER_USER)
-    controller = _client(started, LIMIT_USER) if system == "limit" else None
     threads = threads if system == "limit" else CREATE_THREADS
+    driver = _client(started, DRIVER_USER, threads)
+    controller = _client(started, LIMIT_USER, threads) if system == "limit" else None
     before = _snapshot(started)
     began, wall_began = time.monotonic(), time.time()
     observer.begin(began)

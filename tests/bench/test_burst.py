@@ -1,15 +1,16 @@
-"""The burst benchmark's pure parts: audit-log counting, /proc parsing, progress from watch
-events, run summaries and the report rows."""
+"""The burst benchmark: its pure parts (audit-log counting, /proc parsing, progress from watch
+events, run summaries, the report rows) and one smallest run of the limit system."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench import burst_audit, burst_proc, report_burst
-from bench.burst import best_limit, per_job, summarise
+from bench.burst import best_limit, one_run, per_job, summarise
 from bench.burst_workload import JOB_LABEL, Progress
 
 
@@ -193,3 +194,16 @@ def test_report_row_and_sweep_line() -> None:
     assert ("| limit (best of sweep: 16 threads) | 2 | 2.5 | n/a | n/a | 7 | create 7 | 0 / 0 "
             "| 1 (0 timed out) |") in lines
     assert "Limit sweep (T by create-loop concurrency): 8 threads: 3 s, 16 threads: 2 s." in lines
+
+
+@pytest.mark.cluster
+def test_limit_run_end_to_end(bin_dir: Path) -> None:
+    """The whole measuring path on the smallest burst (a fresh audited cluster, the observer
+    process, /proc, the audit log); the Go operator and ours are left to the benchmark."""
+    result = one_run("limit", 3, bin_dir, threads=2, timeout=60)
+    assert result["created_s"] is not None and result["running_s"] is not None, result
+    assert (result["jobs_not_created"], result["jobs_not_running"]) == (0, 0)
+    assert result["create_errors"] == 0, result["first_errors"]
+    assert result["controller_requests"]["by_verb_resource"] == {
+        "create pods": 9, "create services": 9, "patch pytorchjobs/status": 3}
+    assert result["requests_by_user"]["bench-driver"] == 3

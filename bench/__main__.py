@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.burst import QUICK as BURST_QUICK
 from bench.report import write_report
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "trainer", "jobs", "resync", "throughput")
+SUITES = ("runtime", "cluster", "trainer", "jobs", "resync", "throughput", "burst")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
 QUICK: dict[str, dict[str, Any]] = {
     "runtime": {"repeats": 3, "iterations": 200},
@@ -26,6 +27,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "jobs": {"repeats": 1, "jobs": 10, "burst": None},
     "resync": {"repeats": 2, "jobs": 20},
     "throughput": {"repeats": 2, "events": 200, "jobs": 5},
+    "burst": BURST_QUICK,
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench import report_burst
 from bench.stats import Figure, figures, is_figure
 
 RESULTS = Path(__file__).parent / "results"
@@ -47,8 +48,10 @@ def markdown(results: Mapping[str, Any], command: str) -> str:
         found = list(figures(result))
         if not found:
             continue
-        lines += [f"## {suite}", "", "| figure | median | min | max | runs | unit |",
-                  "|---|---:|---:|---:|---:|---|"]
+        lines += [f"## {suite}", ""]
+        if suite == "burst":
+            lines += report_burst.markdown_lines(result)
+        lines += ["| figure | median | min | max | runs | unit |", "|---|---:|---:|---:|---:|---|"]
         for name, figure in found:
             lines.append(f"| {name} | {_number(figure['median'])} | {_number(figure['min'])} "
                          f"| {_number(figure['max'])} | {int(figure.get('n', 1))} "
@@ -124,7 +127,9 @@ def write_report(results: Mapping[str, Any], directory: Path = RESULTS,
     for suite, result in results.items():
         if isinstance(result, Mapping) and suite != "machine":
             found = list(figures(result))
-            if found:
+            if suite == "burst" and report_burst.sizes(result):
+                written.append(report_burst.plot(result, directory / f"{suite}.png"))
+            elif found:
                 written.append(plot(suite, found, directory / f"{suite}.png"))
     return written
 

@@ -10,7 +10,9 @@
 #
 # Environment:
 #   TESTBIN_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/odh-training-functions)
-#   TESTBIN_ONLY    space-separated group names to resolve (default: all groups)
+#   TESTBIN_ONLY    space-separated group names to resolve (default: all default groups)
+#   TESTBIN_EXTRA   space-separated optional groups to resolve as well as the default ones
+#                   (training-operator: the upstream Go operator, a benchmark-only baseline)
 # Output: the assembled directory on stdout; progress on stderr.
 set -euo pipefail
 
@@ -41,6 +43,7 @@ declare -A GROUP_DIR=(
   [kustomize]=tools/kustomize
   [knative]=tools/knative-adapter
   [crds]=crds
+  [training-operator]=tools/training-operator
 )
 declare -A GROUP_BINS=(
   [etcd]="etcd:go.etcd.io/etcd/server/v3"
@@ -49,8 +52,11 @@ declare -A GROUP_BINS=(
   [kustomize]="kustomize:sigs.k8s.io/kustomize/kustomize/v5"
   [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter"
   [crds]=""
+  [training-operator]="training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1"
 )
 ALL_GROUPS="etcd kubernetes kwok kustomize knative crds"
+# Built only when named in TESTBIN_ONLY or TESTBIN_EXTRA.
+OPTIONAL_GROUPS="training-operator"
 
 # Third-party CRDs the product depends on or is deployed with, taken from their Go modules
 # (data only, no build): "module@version:directory[:file glob]".
@@ -58,7 +64,13 @@ CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases
 knative.dev/serving@v0.49.0:config/core/300-resources
 knative.dev/eventing@v0.49.2:config/core/resources
 github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml"
-groups=${TESTBIN_ONLY:-$ALL_GROUPS}
+groups="${TESTBIN_ONLY:-$ALL_GROUPS} ${TESTBIN_EXTRA:-}"
+for group in $groups; do
+  if [ -z "${GROUP_DIR[$group]:-}" ]; then
+    echo "ensure-testbin: unknown group '$group' (groups: $ALL_GROUPS; optional: $OPTIONAL_GROUPS)" >&2
+    exit 2
+  fi
+done
 
 log() { echo "ensure-testbin: $*" >&2; }
 
@@ -109,6 +121,14 @@ build_group() {
     done
     chmod -R u+w "$out/crds"
   fi
+  if [ "$group" = training-operator ]; then
+    # The operator's own CRDs (PyTorchJob, TFJob, ... at the built version), from its module.
+    local moddir
+    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)
+    mkdir -p "$out/training-operator-crds"
+    cp "$moddir"/manifests/base/crds/kubeflow.org_*.yaml "$out/training-operator-crds/"
+    chmod -R u+w "$out/training-operator-crds"
+  fi
   if [ "$group" = kwok ]; then
     # kwok has no built-in stages; keep the module's stage files next to the binary.
     local moddir
@@ -152,7 +172,7 @@ ensure_group() {
 }
 
 # Data directories a group provides beside its binaries.
-declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds)
+declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds [training-operator]=training-operator-crds)
 
 declare -A resolved=()
 for group in $groups; do

@@ -27,23 +27,38 @@ class BinariesError(RuntimeError):
     """A binary the local control plane needs is missing or could not be built."""
 
 
+# Optional groups of ensure-testbin.sh (TESTBIN_EXTRA) and what each provides.
+EXTRA_GROUPS: dict[str, tuple[str, ...]] = {
+    "training-operator": ("training-operator", "training-operator-crds"),
+}
+
+
 @cache
-def ensure_bin_dir() -> Path:
-    """The directory with every binary (``TESTBIN_DIR`` wins when set)."""
+def ensure_bin_dir(extra: tuple[str, ...] = ()) -> Path:
+    """The directory with every binary (``TESTBIN_DIR`` wins when set), plus what the optional
+    groups named in ``extra`` provide (built on first use like the others)."""
+    provided = tuple(name for group in extra for name in EXTRA_GROUPS[group])
     preset = os.environ.get("TESTBIN_DIR")
     if preset:
         directory = Path(preset)
+        missing = [name for name in provided if not os.access(directory / name, os.X_OK)]
+        if missing:
+            raise BinariesError(
+                f"TESTBIN_DIR={preset} lacks {', '.join(missing)}: assemble it with "
+                f"`TESTBIN_EXTRA='{' '.join(extra)}' bash hack/ensure-testbin.sh` "
+                "(`make bench` does), or unset TESTBIN_DIR")
     else:
         if not ENSURE_SCRIPT.exists():
             raise BinariesError(f"{ENSURE_SCRIPT} not found; {BUILD_HINT}")
+        env = {**os.environ, "TESTBIN_EXTRA": " ".join(extra)} if extra else None
         done = subprocess.run(["bash", str(ENSURE_SCRIPT)], capture_output=True, text=True,
-                              check=False)
+                              check=False, env=env)
         if done.returncode != 0:
             raise BinariesError(
                 f"{ENSURE_SCRIPT.name} failed (exit {done.returncode}):\n"
                 f"{done.stderr[-3000:]}\n{BUILD_HINT}")
         directory = Path(done.stdout.strip().splitlines()[-1])
-    check(directory)
+    check(directory, (*REQUIRED, *provided))
     return directory
 
 

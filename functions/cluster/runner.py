@@ -45,6 +45,15 @@ KCM_CONTROLLERS = (
     # Ready, and taints nodes whose lease kwok stops renewing.
     "node-lifecycle-controller",
 )
+# Every request at Metadata level (who, verb, object; no bodies), once per request: the
+# RequestReceived stage would log each request twice.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+"""
 
 
 class ClusterError(RuntimeError):
@@ -112,6 +121,10 @@ class LocalCluster:
     nodes: list[dict[str, Any]] = field(default_factory=kwok.default_nodes)
     components: list[Component] = field(default_factory=list)
     keep_state: bool = False
+    # Write an audit log of every API request to ``audit_log`` (for benchmarks that count
+    # requests per client identity). Blocking mode: an event is written in the request's path,
+    # so none is ever dropped and the log is complete once the answers are in.
+    audit: bool = False
 
     def __post_init__(self) -> None:
         self.root = self.state_dir or Path(tempfile.mkdtemp(prefix="odh-cluster-"))
@@ -121,6 +134,8 @@ class LocalCluster:
         self.pki = self.root / "pki"
         self.pki.mkdir(exist_ok=True)
         self.kubeconfig = self.root / "admin.kubeconfig"
+        self.audit_log = self.root / "audit.log"
+        self._ca: pki.CertificateAuthority | None = None
         self.api_port = free_port()
         self.server = f"https://127.0.0.1:{self.api_port}"
 
@@ -142,11 +157,11 @@ class LocalCluster:
             raise
 
     def _start(self, deadline: float) -> None:
-        ca = pki.CertificateAuthority(self.pki)
+        ca = self._ca = pki.CertificateAuthority(self.pki)
         serving = ca.issue("apiserver", "kube-apiserver", server=True)
         admin = ca.issue("admin", "admin", organizations=("system:masters",))
         sa = pki.service_account_keys(self.pki)
-        self._write_kubeconfig(ca.files.cert, admin)
+        self._write_kubeconfig(self.kubeconfig, ca.files.cert, admin, "admin")
         etcd_port, peer_port = free_port(), free_port()
         etcd = self._component("etcd", [
             "--name=local", f"--data-dir={self.root}/etcd",
@@ -175,6 +190,7 @@ class LocalCluster:
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
             "--event-ttl=1h",
+            *self._audit_args(),
         ])
         admin_ssl = self._admin_ssl(ca.files.cert, admin)
         self._wait(apiserver, deadline,
@@ -237,6 +253,18 @@ class LocalCluster:
     def client(self, **kwargs: Any) -> KubeClient:
         return KubeClient.from_config(from_kubeconfig(self.kubeconfig), **kwargs)
 
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig with a client certificate for ``user`` in ``groups``, signed by the
+        cluster's CA: a process run with it has its own identity in the audit log and RBAC
+        (``system:masters`` among the groups makes it an administrator)."""
+        if self._ca is None:
+            raise ClusterError("the cluster is not started")
+        stem = "user-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
+        cert = self._ca.issue(stem, user, organizations=groups)
+        path = self.root / f"{stem}.kubeconfig"
+        self._write_kubeconfig(path, self._ca.files.cert, cert, user)
+        return path
+
     def logs_summary(self, lines: int = 40) -> str:
         return "\n".join(f"--- {c.name} ({c.log}) ---\n{c.tail(lines)}" for c in self.components)
 
@@ -287,21 +315,31 @@ class LocalCluster:
         context.load_cert_chain(str(admin.cert), str(admin.key))
         return context
 
-    def _write_kubeconfig(self, ca: Path, admin: pki.CertFiles) -> None:
-        def b64(path: Path) -> str:
-            return base64.b64encode(path.read_bytes()).decode()
+    def _audit_args(self) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.root / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-mode=blocking",
+                # one file however long the run (the default rotates at 100 MB)
+                "--audit-log-maxsize=1000000"]
+
+    def _write_kubeconfig(self, path: Path, ca: Path, cert: pki.CertFiles, user: str) -> None:
+        def b64(file: Path) -> str:
+            return base64.b64encode(file.read_bytes()).decode()
 
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "local",
             "clusters": [{"name": "local", "cluster": {
                 "server": self.server, "certificate-authority-data": b64(ca)}}],
-            "users": [{"name": "admin", "user": {
-                "client-certificate-data": b64(admin.cert),
-                "client-key-data": b64(admin.key)}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "users": [{"name": user, "user": {
+                "client-certificate-data": b64(cert.cert),
+                "client-key-data": b64(cert.key)}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         }
-        self.kubeconfig.write_text(yaml.safe_dump(config))
-        self.kubeconfig.chmod(0o600)
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
 
     def _write_state(self) -> None:
         state = {

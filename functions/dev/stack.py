@@ -117,7 +117,9 @@ class DevStack:
         return self
 
     def _start(self) -> None:
-        self.cluster = LocalCluster(self.bin_dir)
+        if self.cluster is None:
+            self.cluster = LocalCluster(self.bin_dir)
+        # else: a cluster given unstarted, configured by the caller (nodes, audit log)
         self.cluster.start()
         kube = self.cluster.client()
         self._install(kube)

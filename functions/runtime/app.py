@@ -28,22 +28,27 @@ by readiness, never by a crash.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
+
+from functions.runtime.endpoint import (
+    Answer,
+    EventEndpoint,
+    outcome_answer,
+    problem_answer,
+)
 
 if TYPE_CHECKING:
     from functions.core.events import ApiEvent
     from functions.kube.cache import CacheSpec, ObjectCache
     from functions.kube.client import KubeClient, RequestHook
-    from functions.runtime.dispatch import Dispatcher, Outcome
+    from functions.runtime.dispatch import Dispatcher
     from functions.runtime.metrics import Metrics
     from functions.runtime.recorder import EventRecorder
     from functions.runtime.registry import Controller, FunctionName, Reader
@@ -51,8 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FUNCTION_CHOICES = ("reconcile", "gc", "status", "all")
-PROBLEM_JSON = "application/problem+json"
-READY_WAIT_SECONDS = 30.0
 # How long an event waits for the watch cache to reach the version it announces (the watch
 # is usually ahead of the event, which crossed the Broker) before its pass reads the API server.
 CATCH_UP_SECONDS = 1.0
@@ -210,7 +213,7 @@ class FunctionRuntime:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def receive(self, headers: dict[str, str], body: bytes) -> Response:
+    def receive(self, headers: dict[str, str], body: bytes) -> Answer:
         from functions.core.errors import InvalidEventError
         from functions.core.events import parse_event
         from functions.runtime.dispatch import combine
@@ -221,13 +224,13 @@ class FunctionRuntime:
         except InvalidEventError as exc:
             metrics.event(self.function, "", "", "invalid")
             log.info("rejected an event (%s): %s", exc.status, exc.reason)
-            return problem(exc.status, exc.reason)
+            return problem_answer(exc.status, exc.reason)
         fresh = self.behind(event)
         outcome = combine([dispatcher.handle(event, fresh=fresh)
                            for dispatcher in self.dispatchers])
         kind = event.ref.kind if event.ref is not None else ""
         metrics.event(self.function, event.type, kind, outcome.kind)
-        return answer(outcome)
+        return outcome_answer(outcome)
 
 
 def _cache_specs(controllers: Sequence[Controller],
@@ -241,39 +244,11 @@ def _cache_specs(controllers: Sequence[Controller],
     return list(found.values())
 
 
-def answer(outcome: Outcome) -> Response:
-    """The HTTP answer for a dispatch outcome."""
-    if outcome.kind in ("ok", "ignored"):
-        return Response(status=202)
-    if outcome.kind == "invalid":
-        return problem(422, outcome.detail)
-    status = 429 if outcome.kind == "busy" else 503
-    return problem(status, outcome.detail or "try again later", retry_after=outcome.retry_after)
-
-
 def problem(status: int, detail: str, *, retry_after: float | None = None,
             title: str | None = None) -> Response:
-    """An RFC 9457 problem document."""
-    from http import HTTPStatus
-
-    body: dict[str, Any] = {"type": "about:blank",
-                            "title": title or HTTPStatus(status).phrase,
-                            "status": status, "detail": detail}
-    response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
-    if retry_after is not None:
-        response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    if status == 413:
-        response.headers["Connection"] = "close"
-    return response
-
-
-def _read_body(limit: int) -> bytes | None:
-    """The request body, or ``None`` when it is over ``limit`` (then left unread)."""
-    length = request.content_length
-    if length is not None and length > limit:
-        return None
-    body = request.stream.read(limit + 1)
-    return None if len(body) > limit else body
+    """An RFC 9457 problem document, as a Flask response."""
+    code, headers, body = problem_answer(status, detail, retry_after=retry_after, title=title)
+    return Response(body, status=code, headers=headers)
 
 
 def create_app(function: str, *, controllers: Sequence[Controller] | None = None,
@@ -291,21 +266,14 @@ def create_app(function: str, *, controllers: Sequence[Controller] | None = None
     app = Flask(f"functions.{function}")
     app.extensions["functions.runtime"] = runtime
 
+    endpoint = EventEndpoint(runtime, app.wsgi_app)
+
     @app.post("/")
     def receive_event() -> Response:
-        not_ready = runtime.wait_ready(READY_WAIT_SECONDS)
-        if not_ready is not None:
-            return problem(503, f"function {function} is not ready: {not_ready}", retry_after=5)
-        try:
-            body = _read_body(runtime.max_body_bytes)
-        except Exception as exc:  # the server's reader: bad chunked framing, a client gone
-            runtime.metrics().event(function, "", "", "invalid")
-            log.info("unreadable request body: %s: %s", type(exc).__name__, exc)
-            return problem(400, f"the request body could not be read: {type(exc).__name__}")
-        if body is None:
-            runtime.metrics().event(function, "", "", "invalid")
-            return problem(413, f"body exceeds the limit of {runtime.max_body_bytes} bytes")
-        return runtime.receive(dict(request.headers.items()), body)
+        """Reached only when the app is mounted without its WSGI endpoint in front (e.g.
+        under a path prefix); the route also makes ``GET /`` a 405."""
+        status, headers, body = endpoint.answer(request.environ)
+        return Response(body, status=status, headers=headers)
 
     @app.get("/health/liveness")
     def liveness() -> Response:
@@ -333,6 +301,8 @@ def create_app(function: str, *, controllers: Sequence[Controller] | None = None
         log.exception("unexpected error while serving %s %s", request.method, request.path)
         return problem(503, f"internal error: {type(exc).__name__}", retry_after=30)
 
+    # POST / (every event) bypasses Flask: see functions.runtime.endpoint.
+    app.wsgi_app = endpoint  # type: ignore[method-assign]
     if warm_up == "now":
         runtime.warm_up()
     else:

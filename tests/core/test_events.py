@@ -174,3 +174,40 @@ def test_reference_fields(data: dict[str, Any], headers: dict[str, str],
 def test_percent_encoded_header_values_are_decoded() -> None:
     event = parse_event({**BINARY, "Ce-Controller": "odh%20training"}, POD)
     assert event.extensions["controller"] == "odh training"
+
+
+@pytest.mark.parametrize("sample", [
+    pytest.param("01-captured-resource-add-clusterscoped-trainer.http.json", id="trainer-add"),
+    pytest.param("02-captured-resource-update-pytorchjob-status.http.json", id="job-update"),
+    pytest.param("03-captured-resource-delete-pytorchjob.http.json", id="job-delete"),
+    pytest.param("04-captured-ref-add-pytorchjob-with-ceoverrides.http.json", id="ref-add"),
+])
+def test_binary_and_structured_modes_read_the_same_event(sample: str) -> None:
+    """Binary mode is read without the SDK (every delivery passes there); the same event in
+    structured mode goes through the SDK, and both must agree field by field."""
+    headers, body = load_sample(sample)
+    envelope: dict[str, Any] = {name[3:].lower(): value for name, value in headers.items()
+                                if name.lower().startswith("ce-")}
+    envelope["datacontenttype"] = headers["Content-Type"]
+    envelope["data"] = json.loads(body)
+    structured = parse_event({"Content-Type": "application/cloudevents+json"},
+                             json.dumps(envelope).encode())
+    assert parse_event(headers, body).model_dump() == structured.model_dump()
+
+
+@pytest.mark.parametrize(("header", "value", "reason"), [
+    pytest.param("Ce-Time", "yesterday", "'time'", id="time-not-iso"),
+    pytest.param("Ce-Time", "2026-11-29T23:47:20", "timezone aware", id="time-without-zone"),
+    pytest.param("Ce-Subject", "", "'subject' must not be empty", id="empty-subject"),
+    pytest.param("Ce-Data", "x", "'data' is reserved", id="data-extension"),
+    pytest.param("Ce-Id", "%20", None, id="percent-decoded-id"),
+])
+def test_binary_attribute_rules(header: str, value: str, reason: str | None) -> None:
+    headers = {**BINARY, header: value}
+    if reason is None:
+        assert parse_event(headers, POD).id == " "
+        return
+    with pytest.raises(InvalidEventError) as caught:
+        parse_event(headers, POD)
+    assert caught.value.status == 400
+    assert reason in caught.value.reason

@@ -10,7 +10,6 @@ errors) are retried a few times, honouring ``Retry-After``; when the budget is s
 from __future__ import annotations
 
 import builtins
-import json
 import random
 import threading
 import time
@@ -18,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+import orjson
 import urllib3
 
 from functions.core.errors import TemporaryError
@@ -108,7 +108,7 @@ class KubeClient:
     def call(self, verb: str, method: str, path: str, *, query: Mapping[str, str] | None = None,
              body: Any = None, content_type: str | None = None) -> Response:
         """Send a request with retries; return the final response (any status)."""
-        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        payload = None if body is None else orjson.dumps(body)
         request = Request(method, path, dict(query or {}), payload,
                           content_type or ("application/json" if payload else None))
         refreshed = False
@@ -302,7 +302,7 @@ class KubeClient:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        yield json.loads(line)
+                        yield orjson.loads(line)
         except (TransportError, OSError, urllib3.exceptions.HTTPError) as exc:
             raise TemporaryError(f"watch of {res.plural} ended: {exc}", retry_after=1) from exc
         finally:
@@ -359,7 +359,7 @@ def _decode(response: Response) -> Obj:
     if not response.body:
         return {}
     try:
-        data = json.loads(response.body)
+        data = orjson.loads(response.body)
     except ValueError:
         return {"message": response.body[:500].decode("utf-8", "replace")}
     return data if isinstance(data, dict) else {"items": data}

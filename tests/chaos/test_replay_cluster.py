@@ -77,10 +77,10 @@ def test_mutated_jobs_stream_converges_to_the_clean_state(
 
 
 def replay_everything(cluster: LocalCluster, events: list[RecordedRequest], work_dir: Path,
-                      **mutation: Any) -> State:
+                      upstream: Path, **mutation: Any) -> State:
     kube = cluster.client()
     apply_all(kube, first_added(events, ("Trainer", *JOB_KINDS)))
-    with environment(trainer_environment(cluster.bin_dir, work_dir)):
+    with environment(trainer_environment(cluster.bin_dir, work_dir, upstream)):
         function = FunctionUnderTest(lambda hook: cluster.client(on_request=hook))
         try:
             report = function.replay(events, **mutation)
@@ -102,7 +102,7 @@ def replay_everything(cluster: LocalCluster, events: list[RecordedRequest], work
 
 
 def test_whole_stream_shuffled_duplicated_and_thinned_ends_like_the_clean_replay(
-        bin_dir: Path, recording: list[RecordedRequest],
+        bin_dir: Path, recording: list[RecordedRequest], upstream_manifests: Path,
         tmp_path: Path) -> None:
     states = []
     for index, mutation in enumerate(({}, FIXED_MUTATION)):
@@ -116,7 +116,7 @@ def test_whole_stream_shuffled_duplicated_and_thinned_ends_like_the_clean_replay
             for name in (TRAINER_NAMESPACE, JOBS_NAMESPACE):
                 create_namespace(kube, name)
             states.append(replay_everything(local, recording, tmp_path / f"work-{index}",
-                                            **mutation))
+                                            upstream_manifests, **mutation))
         finally:
             local.stop()
     clean, mutated = states

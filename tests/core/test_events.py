@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from functions.core.errors import InvalidEventError
 from functions.core.events import ApiEvent, ObjectRef, parse_event
 from functions.core.keys import ObjectKey
+from tests.support import CLOUDEVENTS
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "cloudevents-samples"
+SAMPLES = CLOUDEVENTS
 TRANSPORT_HEADERS = {"Host", "Content-Length", "Accept-Encoding"}
 
 

@@ -1,5 +1,5 @@
 """Hypothesis strategies for the fuzz suites: CloudEvents (fully random, and the captured
-samples in ``../shared/cloudevents-samples`` mutated) and training-job CRs (the samples with
+samples in ``tests/data/cloudevents`` mutated) and training-job CRs (the samples with
 fields replaced by plausible and implausible values).
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from tests.support import REPO, SHARED
+from tests.support import CLOUDEVENTS, REPO
 
 Obj = dict[str, Any]
-SAMPLES = SHARED / "cloudevents-samples"
+SAMPLES = CLOUDEVENTS
 TRANSPORT_HEADERS = {"host", "content-length", "accept-encoding", "user-agent"}
 HEADER_TEXT = st.text(string.printable.strip() + " éü", max_size=40)
 EVENT_TYPES = ("dev.knative.apiserver.resource.add", "dev.knative.apiserver.resource.update",

@@ -163,5 +163,7 @@ class QueueWorld:
 
 @pytest.fixture
 def world(kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> QueueWorld:
+    """The queue handler admits only while it holds its Lease, here in the test's namespace."""
     monkeypatch.setattr(queue_controller.PASSES, "min_interval", 0.0)
+    monkeypatch.setenv("LEASE_NAMESPACE", namespace)
     return QueueWorld(kube, namespace)

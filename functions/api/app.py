@@ -5,7 +5,10 @@ Every route authenticates the caller's bearer token, asks the API server whether
 may do the action on the job kind in the namespace, and only then acts with the service's own
 ServiceAccount. A caller who may not see a job cannot tell it from a job that does not exist.
 Every error is an ``application/problem+json`` document; a request that fails validation
-names each offending field. Nothing is stored outside the CRs.
+names each offending field. Nothing is stored outside the CRs. No answer is a 500: input that
+cannot be read or parsed is a 4xx, a cluster that cannot be reached (no API client, the API
+server unavailable) is a 503 with ``Retry-After``, and so is a fault of this service (logged
+with its traceback), as the function apps answer.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ from functions.kube.client import ApiError, KubeClient
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
+NO_CLIENT_RETRY_SECONDS = 10.0
+FAULT_RETRY_SECONDS = 30
 KubeFactory = Callable[[], KubeClient]
 Obj = dict[str, Any]
 Q = TypeVar("Q", bound=BaseModel)
@@ -83,9 +88,14 @@ class ApiService:
         self.kueue = store.KueueProbe()
 
     def kube(self) -> KubeClient:
+        """The API client, built on first use; ``TemporaryError`` (503) when it cannot be."""
         with self._guard:
             if self._kube is None or self._pid != os.getpid():
-                self._kube = self._factory()
+                try:
+                    self._kube = self._factory()
+                except Exception as exc:
+                    raise TemporaryError(f"no Kubernetes API client: {exc}",
+                                         NO_CLIENT_RETRY_SECONDS) from exc
                 self._pid = os.getpid()
             return self._kube
 
@@ -300,7 +310,8 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
         log.exception("unexpected error while serving %s %s", request.method, request.path)
-        return _problem_response(problem(500, f"internal error: {type(exc).__name__}"))
+        return _problem_response(problem(503, f"internal error: {type(exc).__name__}"),
+                                 {"Retry-After": str(FAULT_RETRY_SECONDS)})
 
     return app
 
@@ -310,7 +321,11 @@ def _read_request(limit: int) -> JobRequest:
     if mimetype != "application/json" and not mimetype.endswith("+json"):
         raise ProblemError(single_field(415, "body", "send the job as application/json"))
     length = request.content_length
-    body = b"" if length is not None and length > limit else request.stream.read(limit + 1)
+    try:
+        body = b"" if length is not None and length > limit else request.stream.read(limit + 1)
+    except Exception as exc:  # the server's reader: bad chunked framing, a client gone
+        raise ProblemError(single_field(
+            400, "body", f"could not be read: {type(exc).__name__}")) from exc
     if (length is not None and length > limit) or len(body) > limit:
         raise ProblemError(single_field(413, "body", f"larger than {limit} bytes"),
                            {"Connection": "close"})
@@ -318,6 +333,8 @@ def _read_request(limit: int) -> JobRequest:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProblemError(single_field(400, "body", f"not JSON: {exc}")) from exc
+    except RecursionError as exc:
+        raise ProblemError(single_field(400, "body", "JSON nested too deeply")) from exc
     try:
         return JobRequest.model_validate(data)
     except ValidationError as exc:

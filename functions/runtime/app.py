@@ -216,7 +216,7 @@ def problem(status: int, detail: str, *, retry_after: float | None = None,
     return response
 
 
-def _read_body(limit: int) -> bytes | None:
+def read_body(limit: int) -> bytes | None:
     """The request body, or ``None`` when it is over ``limit`` (then left unread)."""
     length = request.content_length
     if length is not None and length > limit:
@@ -246,7 +246,7 @@ def create_app(function: str, *, controllers: Sequence[Controller] | None = None
         if not_ready is not None:
             return problem(503, f"function {function} is not ready: {not_ready}", retry_after=5)
         try:
-            body = _read_body(runtime.max_body_bytes)
+            body = read_body(runtime.max_body_bytes)
         except Exception as exc:  # the server's reader: bad chunked framing, a client gone
             runtime.metrics().event(function, "", "", "invalid")
             log.info("unreadable request body: %s: %s", type(exc).__name__, exc)

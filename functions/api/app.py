@@ -54,6 +54,7 @@ from functions.api.core.problems import (
     single_field,
 )
 from functions.api.logs import pod_logs
+from functions.api.policy import PolicySource
 from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -86,6 +87,7 @@ class ApiService:
         self._pid = 0
         self.authorizer = Authorizer(self.kube)
         self.kueue = store.KueueProbe()
+        self.policy = PolicySource()
 
     def kube(self) -> KubeClient:
         """The API client, built on first use; ``TemporaryError`` (503) when it cannot be."""
@@ -186,7 +188,9 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     def view(cr: Obj) -> JobView:
         positions: dict[tuple[str, str, str], int] = {}
         if crs.state_of(cr) == "Queued":
-            positions = store.queue_positions(service.kube(), cr["metadata"]["namespace"])
+            kube = service.kube()
+            positions = store.queue_positions(kube, cr["metadata"]["namespace"],
+                                              service.policy.get(kube, strict=False))
         return crs.job_view(cr, crs.position_in(cr, positions))
 
     @app.post("/v1/namespaces/<namespace>/jobs")
@@ -197,6 +201,10 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         res = store.BY_KIND[FRAMEWORKS[job_request.framework].kind]
         service.authorizer.require(user, Action("create", namespace, res))
         kube = service.kube()
+        if job_request.priority > 0:  # lowering a priority needs no policy
+            refusal = service.policy.get(kube).refusal(namespace, job_request.priority)
+            if refusal is not None:
+                raise ProblemError(single_field(403, "priority", refusal))
         if store.find_job(kube, namespace, job_request.name) is not None:
             raise ProblemError(single_field(
                 409, "name", f"a training job named {job_request.name} exists"))
@@ -234,7 +242,8 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
             raise _api_problem(exc, "cannot list jobs") from exc
         positions: dict[tuple[str, str, str], int] = {}
         if any(crs.state_of(cr) == "Queued" for cr in items):
-            positions = store.queue_positions(kube, namespace)
+            positions = store.queue_positions(kube, namespace,
+                                              service.policy.get(kube, strict=False))
         views = [crs.job_view(cr, crs.position_in(cr, positions)) for cr in items]
         if query.state:
             views = [v for v in views if v.state == query.state]

@@ -3,7 +3,8 @@
 It runs in the ``reconcile`` function next to the job controllers and, like them, is
 level-triggered: an event about any training job (or a resync) is a hint that capacity or the
 queue may have changed. The handler then lists every queue-managed job cluster-wide, computes
-the admissions with :func:`functions.api.core.queue.admissions` and un-suspends those jobs
+the admissions with :func:`functions.api.core.queue.admissions` (priorities capped by the
+admin's policy, :mod:`functions.api.policy`) and un-suspends those jobs
 (guarded by their resourceVersion). The queue's whole state is on the CRs, so a restarted or
 different replica carries on where another stopped.
 
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from functions.api.core import queue
+from functions.api.policy import PolicySource
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS
@@ -50,6 +52,7 @@ class _Passes:
 
 
 PASSES = _Passes()
+POLICY = PolicySource()
 
 
 def _relevant(ctx: Context, key: ObjectKey) -> bool:
@@ -101,7 +104,7 @@ def run_pass(ctx: Context, limits: queue.Limits | None = None,
     """One look at the whole queue: fix stale labels, admit what fits (each admission only
     while ``still_held()``: the Lease that makes this pass the only one)."""
     limits = limits or queue.limits_from_env(os.environ)
-    entries = list_entries(ctx)
+    entries = queue.capped(list_entries(ctx), POLICY.get(ctx.kube))
     for entry in queue.stale_labels(entries):
         _patch(ctx, entry, queue.relabel_patch(entry))
     for entry in queue.admissions(entries, limits):

@@ -24,10 +24,12 @@ Mode = Literal["healthy", "unreachable", "fault"]
 
 class FakeApiServer:
     def __init__(self, *, allowed: bool = True,
-                 configmaps: Mapping[tuple[str, str], dict[str, str]] | None = None) -> None:
+                 configmaps: Mapping[tuple[str, str], dict[str, str]] | None = None,
+                 configmap_status: int | None = None) -> None:
         self.mode: Mode = "healthy"
         self.allowed = allowed
         self.configmaps = dict(configmaps or {})
+        self.configmap_status = configmap_status  # answered to every ConfigMap read when set
         self.created: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
@@ -55,6 +57,8 @@ class FakeApiServer:
             return _answer(201, {"status": {"allowed": self.allowed}})
         parts = path.strip("/").split("/")
         if "configmaps" in parts and request.method == "GET":
+            if self.configmap_status is not None:
+                return _answer(self.configmap_status, {"reason": "Injected", "message": "no"})
             namespace, name = parts[parts.index("namespaces") + 1], parts[-1]
             data = self.configmaps.get((namespace, name))
             if data is None:

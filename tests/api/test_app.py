@@ -104,3 +104,50 @@ def test_a_body_that_cannot_be_read_is_400() -> None:
         environ_overrides={"wsgi.input_terminated": True})
     assert answer.status_code == 400
     assert "could not be read" in answer.get_json()["detail"]
+
+
+POLICY = ("platform", "odh-training-queue-policy")
+
+
+@pytest.mark.parametrize(("data", "namespace", "priority", "status"), [
+    pytest.param(None, "team", 0, 201, id="no-policy-priority-0"),
+    pytest.param(None, "team", -5, 201, id="no-policy-lower"),
+    pytest.param(None, "team", 1, 403, id="no-policy-no-jumping"),
+    pytest.param({"maxPriority": "10"}, "team", 10, 201, id="at-the-default-max"),
+    pytest.param({"maxPriority": "10"}, "team", 11, 403, id="above-the-default-max"),
+    pytest.param({"maxPriority": "10", "maxPriority.vip": "500"}, "vip", 500, 201,
+                 id="namespace-max"),
+    pytest.param({"maxPriority": "10", "maxPriority.vip": "500"}, "vip", 501, 403,
+                 id="above-the-namespace-max"),
+    pytest.param({"maxPriority": "lots"}, "team", 1, 403, id="unreadable-entry-grants-nothing"),
+])
+def test_priority_is_bounded_by_the_admins_policy(
+        monkeypatch: pytest.MonkeyPatch, data: dict[str, str] | None, namespace: str,
+        priority: int, status: int) -> None:
+    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", POLICY[0])
+    server = FakeApiServer(configmaps={POLICY: data} if data is not None else None)
+    answer = app_client(server).post(f"/v1/namespaces/{namespace}/jobs", headers=USER,
+                                     json=job_request("x", priority=priority))
+    assert answer.status_code == status, answer.get_data(as_text=True)
+    if status == 403:
+        assert answer.mimetype == "application/problem+json"
+        [error] = answer.get_json()["errors"]
+        assert error["field"] == "priority"
+        assert "odh-training-queue-policy" in error["message"]
+        assert not server.created
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    pytest.param(403, 503, id="policy-forbidden"),
+    pytest.param(404, 403, id="policy-absent"),
+])
+def test_a_policy_that_cannot_be_read_is_503(monkeypatch: pytest.MonkeyPatch, status: int,
+                                            expected: int) -> None:
+    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", POLICY[0])
+    server = FakeApiServer(configmap_status=status)
+    answer = app_client(server).post(BASE, headers=USER, json=job_request("x", priority=3))
+    assert answer.status_code == expected
+    if expected == 503:
+        assert answer.headers["Retry-After"]
+    plain = app_client(server).post(BASE, headers=USER, json=job_request("y"))
+    assert plain.status_code == 201  # priority 0 never needs the policy

@@ -22,7 +22,7 @@ from functions.api.core.models import JobRequest
 from functions.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.api.conftest import QueueWorld, job_request
+from tests.api.conftest import QueueWorld, job_request, set_priority_policy
 from tests.support import REPO
 
 Obj = dict[str, Any]
@@ -43,6 +43,7 @@ def test_two_at_a_time_in_priority_then_fifo_order(
         client: FlaskClient, user: dict[str, str], namespace: str, kube: KubeClient,
         world: QueueWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINING_QUEUE_MAX_RUNNING_PER_NAMESPACE", "2")
+    set_priority_policy(kube, namespace, {f"maxPriority.{namespace}": "5"})
     base = f"/v1/namespaces/{namespace}/jobs"
     submitted = [("first", 0), ("second", 0), ("urgent", 5), ("third", 0), ("urgent-later", 5)]
     for name, priority in submitted:
@@ -73,6 +74,45 @@ def test_two_at_a_time_in_priority_then_fifo_order(
     assert all(j["metadata"]["labels"][queue.LABEL_QUEUE_STATE] == "Finished" for j in world.step())
     assert {j["metadata"]["name"] for j in jobs if any(
         c["type"] == "Succeeded" for c in j["status"]["conditions"])} == {n for n, _ in submitted}
+
+
+def test_priority_is_bounded_by_the_admins_policy(
+        client: FlaskClient, user: dict[str, str], namespace: str, kube: KubeClient,
+        world: QueueWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused through the API above the namespace's maximum; written on a CR directly, past
+    the API, a higher priority is capped when the queue orders jobs."""
+    monkeypatch.setenv("TRAINING_QUEUE_MAX_RUNNING_PER_NAMESPACE", "1")
+    base = f"/v1/namespaces/{namespace}/jobs"
+    refused = client.post(base, json=job_request("jumper", priority=1), headers=user)
+    assert refused.status_code == 403
+    assert [e["field"] for e in refused.get_json()["errors"]] == ["priority"]
+    assert kube.get(resources.PYTORCHJOBS, "jumper", namespace) is None
+
+    set_priority_policy(kube, namespace, {"maxPriority": "3"})
+    assert client.post(base, json=job_request("blocker"), headers=user).status_code == 201
+    world.step()  # "blocker" runs; the rest waits
+    assert client.post(base, json=job_request("early"), headers=user).status_code == 201
+    assert client.post(base, json=job_request("too-high", priority=4),
+                       headers=user).status_code == 403
+    allowed = client.post(base, json=job_request("allowed", priority=3), headers=user)
+    assert allowed.status_code == 201
+    direct = JobRequest.model_validate(job_request("direct", priority=1000))
+    kube.create(crs.build_job(direct, namespace, datetime.now(UTC), "someone", False),
+                res=resources.PYTORCHJOBS)
+    positions = {j["name"]: j["queue"]["position"]
+                 for j in client.get(base, headers=user).get_json()["items"]
+                 if j["state"] == "Queued"}
+    # "direct" asked for 1000 and counts as 3 (the cap), submitted after "allowed": FIFO
+    assert positions == {"allowed": 1, "direct": 2, "early": 3}
+
+    order: list[str] = []
+
+    def note(jobs: list[Obj]) -> None:
+        order.extend(n for n in running(jobs) if n not in order)
+
+    world.run_until(lambda jobs: len(jobs) == 4 and all(finished(j) for j in jobs),
+                    timeout=120, on_step=note)
+    assert order == ["blocker", "allowed", "direct", "early"]
 
 
 def test_deleting_a_queued_job_removes_it_from_the_queue(

@@ -125,6 +125,7 @@ NEEDED = [
     ("reconcile", "update", KUBEFLOW, "pytorchjobs", "finalizers", "mnist"),
     ("reconcile", "patch", "batch", "jobs", "", "mnist-launcher"),
     ("reconcile", "create", "", "events", "", ""),
+    ("reconcile", "get", "", "configmaps", "", "odh-training-queue-policy"),
     ("gc", "delete", "rbac.authorization.k8s.io", "clusterroles", "", "training-view"),
     ("gc", "delete", KUBEFLOW, "tfjobs", "", "mnist"),
     ("gc", "delete", "", "pods", "", "mnist-worker-0"),

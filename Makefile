@@ -27,8 +27,10 @@ lint: venv
 	$(VENV)/bin/ruff check functions tests bench
 	$(VENV)/bin/mypy
 
+# The tests that need no cluster, no Go-built binary and no upstream manifests: they pass on a
+# machine without Go, an empty cache and no network beyond the venv's packages.
 unit: venv
-	$(VENV)/bin/pytest -m "not cluster" -q
+	$(VENV)/bin/pytest -m "not cluster and not binaries and not upstream" -q $(PYTEST_ARGS)
 
 test: venv lint
 	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \

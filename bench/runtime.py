@@ -38,7 +38,7 @@ from functions.runtime.sender import post_event
 from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "cloudevents-samples"
+SAMPLES = REPO / "tests" / "data" / "cloudevents"
 FOREIGN_EVENT = "05-openshift-kubevirt-vm-resource-add-via-broker.structured.json"
 
 

@@ -30,12 +30,12 @@ from bench.stats import summary
 from functions.cluster.binaries import ensure_bin_dir
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
+from functions.dev.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context, FunctionName
 
-SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
 APP_NAMESPACE = "opendatahub"
 WRITES = ("create", "apply", "patch", "delete")
 STEADY_PASSES = 5
@@ -43,7 +43,7 @@ STEADY_PASSES = 5
 
 def _environment(bin_dir: Path, work: Path) -> dict[str, str]:
     return {"KUSTOMIZE_BIN": str(bin_dir / "kustomize"), "TRAINER_WORK_DIR": str(work),
-            "TRAINER_MANIFESTS_DIR": str(SHARED / "upstream" / "trainer-manifests"),
+            "TRAINER_MANIFESTS_DIR": str(fetch_trainer_manifests()),
             "TRAINER_RUNTIMES_DIR": str(REPO / "manifests" / "runtimes"),
             "TRAINER_IMAGESTREAMS_DIR": str(REPO / "manifests" / "imagestreams")}
 

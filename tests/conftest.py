@@ -1,8 +1,15 @@
-"""Fixtures: one real local cluster per test session (per xdist worker), a namespace per test.
+"""Fixtures: one real local cluster per test session (per xdist worker), a namespace per test,
+the upstream trainer manifests; and the markers that say what a test needs.
 
 A cluster that cannot start fails the tests that need it, with the component's log; it never
 skips them. Component logs are attached to the report of every failed test that used the
 cluster.
+
+A test is marked by the fixtures it uses (their whole closure), so a marker cannot be
+forgotten: ``cluster`` (the local control plane), ``binaries`` (the Go-built binaries of
+``hack/ensure-testbin.sh``, e.g. kustomize), ``upstream`` (the upstream trainer manifests,
+fetched at the pinned commit or copied from ``TRAINER_MANIFESTS_SOURCE``). ``make unit`` runs
+the tests that carry none of them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from hypothesis import settings
 from functions.cluster.binaries import ensure_bin_dir
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
+from functions.dev.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.support import REPO
@@ -39,6 +47,12 @@ def bin_dir() -> Path:
     os.environ.setdefault("KUSTOMIZE_BIN", str(directory / "kustomize"))
     os.environ.setdefault("KUBEBUILDER_ASSETS", str(directory))
     return directory
+
+
+@pytest.fixture(scope="session")
+def upstream_manifests() -> Path:
+    """The upstream trainer manifests of the pinned commit (the fetch script's cache)."""
+    return fetch_trainer_manifests()
 
 
 @pytest.fixture(scope="session")
@@ -97,9 +111,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+# marker -> the fixtures that make a test need it
+NEEDS = {
+    "cluster": ("cluster",),
+    "binaries": ("bin_dir", "kustomize_bin"),
+    "upstream": ("upstream_manifests",),
+}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the local cluster carry the ``cluster`` marker (``-m "not cluster"``)."""
+    """Mark each test with what its fixtures need (``make unit``: ``-m "not cluster and not
+    binaries and not upstream"``). A ``cluster`` test always needs the binaries too."""
     for item in items:
-        if "cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.cluster)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        needs = {marker for marker, names in NEEDS.items() if fixtures & set(names)}
+        needs |= {m.name for m in item.iter_markers() if m.name in NEEDS}
+        if "cluster" in needs:
+            needs.add("binaries")
+        for marker in sorted(needs):
+            if item.get_closest_marker(marker) is None:
+                item.add_marker(getattr(pytest.mark, marker))

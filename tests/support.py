@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.client
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared"))
+# The public ApiServerSource CloudEvent samples (see its README).
+CLOUDEVENTS = REPO / "tests" / "data" / "cloudevents"
 
 
 def wait_for(condition: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.1,

@@ -5,7 +5,10 @@ Every route authenticates the caller's bearer token, asks the API server whether
 may do the action on the job kind in the namespace, and only then acts with the service's own
 ServiceAccount. A caller who may not see a job cannot tell it from a job that does not exist.
 Every error is an ``application/problem+json`` document; a request that fails validation
-names each offending field. Nothing is stored outside the CRs.
+names each offending field. Nothing is stored outside the CRs. No answer is a 500: input that
+cannot be read or parsed is a 4xx, a cluster that cannot be reached (no API client, the API
+server unavailable) is a 503 with ``Retry-After``, and so is a fault of this service (logged
+with its traceback), as the function apps answer.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from functions.api.core.problems import (
     single_field,
 )
 from functions.api.logs import pod_logs
+from functions.api.policy import PolicySource
 from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -58,6 +62,8 @@ from functions.kube.client import ApiError, KubeClient
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
+NO_CLIENT_RETRY_SECONDS = 10.0
+FAULT_RETRY_SECONDS = 30
 KubeFactory = Callable[[], KubeClient]
 Obj = dict[str, Any]
 Q = TypeVar("Q", bound=BaseModel)
@@ -81,11 +87,17 @@ class ApiService:
         self._pid = 0
         self.authorizer = Authorizer(self.kube)
         self.kueue = store.KueueProbe()
+        self.policy = PolicySource()
 
     def kube(self) -> KubeClient:
+        """The API client, built on first use; ``TemporaryError`` (503) when it cannot be."""
         with self._guard:
             if self._kube is None or self._pid != os.getpid():
-                self._kube = self._factory()
+                try:
+                    self._kube = self._factory()
+                except Exception as exc:
+                    raise TemporaryError(f"no Kubernetes API client: {exc}",
+                                         NO_CLIENT_RETRY_SECONDS) from exc
                 self._pid = os.getpid()
             return self._kube
 
@@ -176,7 +188,9 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     def view(cr: Obj) -> JobView:
         positions: dict[tuple[str, str, str], int] = {}
         if crs.state_of(cr) == "Queued":
-            positions = store.queue_positions(service.kube(), cr["metadata"]["namespace"])
+            kube = service.kube()
+            positions = store.queue_positions(kube, cr["metadata"]["namespace"],
+                                              service.policy.get(kube, strict=False))
         return crs.job_view(cr, crs.position_in(cr, positions))
 
     @app.post("/v1/namespaces/<namespace>/jobs")
@@ -187,6 +201,10 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         res = store.BY_KIND[FRAMEWORKS[job_request.framework].kind]
         service.authorizer.require(user, Action("create", namespace, res))
         kube = service.kube()
+        if job_request.priority > 0:  # lowering a priority needs no policy
+            refusal = service.policy.get(kube).refusal(namespace, job_request.priority)
+            if refusal is not None:
+                raise ProblemError(single_field(403, "priority", refusal))
         if store.find_job(kube, namespace, job_request.name) is not None:
             raise ProblemError(single_field(
                 409, "name", f"a training job named {job_request.name} exists"))
@@ -224,7 +242,8 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
             raise _api_problem(exc, "cannot list jobs") from exc
         positions: dict[tuple[str, str, str], int] = {}
         if any(crs.state_of(cr) == "Queued" for cr in items):
-            positions = store.queue_positions(kube, namespace)
+            positions = store.queue_positions(kube, namespace,
+                                              service.policy.get(kube, strict=False))
         views = [crs.job_view(cr, crs.position_in(cr, positions)) for cr in items]
         if query.state:
             views = [v for v in views if v.state == query.state]
@@ -300,7 +319,8 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
         log.exception("unexpected error while serving %s %s", request.method, request.path)
-        return _problem_response(problem(500, f"internal error: {type(exc).__name__}"))
+        return _problem_response(problem(503, f"internal error: {type(exc).__name__}"),
+                                 {"Retry-After": str(FAULT_RETRY_SECONDS)})
 
     return app
 
@@ -310,7 +330,11 @@ def _read_request(limit: int) -> JobRequest:
     if mimetype != "application/json" and not mimetype.endswith("+json"):
         raise ProblemError(single_field(415, "body", "send the job as application/json"))
     length = request.content_length
-    body = b"" if length is not None and length > limit else request.stream.read(limit + 1)
+    try:
+        body = b"" if length is not None and length > limit else request.stream.read(limit + 1)
+    except Exception as exc:  # the server's reader: bad chunked framing, a client gone
+        raise ProblemError(single_field(
+            400, "body", f"could not be read: {type(exc).__name__}")) from exc
     if (length is not None and length > limit) or len(body) > limit:
         raise ProblemError(single_field(413, "body", f"larger than {limit} bytes"),
                            {"Connection": "close"})
@@ -318,6 +342,8 @@ def _read_request(limit: int) -> JobRequest:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProblemError(single_field(400, "body", f"not JSON: {exc}")) from exc
+    except RecursionError as exc:
+        raise ProblemError(single_field(400, "body", "JSON nested too deeply")) from exc
     try:
         return JobRequest.model_validate(data)
     except ValidationError as exc:

@@ -3,7 +3,8 @@
 It runs in the ``reconcile`` function next to the job controllers and, like them, is
 level-triggered: an event about any training job (or a resync) is a hint that capacity or the
 queue may have changed. The handler then lists every queue-managed job cluster-wide, computes
-the admissions with :func:`functions.api.core.queue.admissions` and un-suspends those jobs
+the admissions with :func:`functions.api.core.queue.admissions` (priorities capped by the
+admin's policy, :mod:`functions.api.policy`) and un-suspends those jobs
 (guarded by their resourceVersion). The queue's whole state is on the CRs, so a restarted or
 different replica carries on where another stopped.
 
@@ -12,7 +13,10 @@ already saw it, and passes are at least ``TRAINING_QUEUE_MIN_INTERVAL_SECONDS`` 
 arriving sooner asks to be run again later), so a resync of many jobs costs a few passes, not
 one per job. Several replicas of the reconcile function could each admit up to the limit at the
 same moment, so a pass runs only while its process holds the ``odh-training-queue`` Lease
-(:mod:`functions.runtime.lease`); a replica that finds it taken looks again shortly.
+(:mod:`functions.runtime.lease`); a replica that finds it taken, or cannot take it at all,
+looks again shortly. The Lease is renewed while the pass runs, and the pass checks that it is
+still valid before every admission, so a pass slower than the lease duration stops admitting
+rather than overlapping with another replica's.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from functions.api.core import queue
+from functions.api.policy import PolicySource
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS
@@ -33,6 +39,7 @@ from functions.runtime.registry import Context, Controller, Result
 FIELD_MANAGER = "training-queue"
 LEASE = "odh-training-queue"
 LEASE_SECONDS = 30
+LEASE_TAKEN_RETRY_SECONDS = 2.0
 SELECTOR = f"{queue.LABEL_QUEUE_STATE} in (Queued,Admitted)"
 
 
@@ -46,6 +53,7 @@ class _Passes:
 
 
 PASSES = _Passes()
+POLICY = PolicySource()
 
 
 def _relevant(ctx: Context, key: ObjectKey) -> bool:
@@ -73,10 +81,11 @@ def admit(ctx: Context, key: ObjectKey) -> Result | None:
         if wait > 0:
             return Result(requeue_after=wait)
         PASSES.last_started = time.monotonic()
-        with lease.held(ctx.kube, LEASE, duration_seconds=LEASE_SECONDS) as mine:
-            if not mine:
-                return Result(requeue_after=2.0)  # another replica is admitting right now
-            return run_pass(ctx)
+        with lease.held(ctx.kube, LEASE, duration_seconds=LEASE_SECONDS) as held:
+            if not held:
+                # another replica is admitting right now (or the Lease cannot be had)
+                return Result(requeue_after=LEASE_TAKEN_RETRY_SECONDS)
+            return run_pass(ctx, still_held=held.valid)
 
 
 def list_entries(ctx: Context) -> list[queue.Entry]:
@@ -93,13 +102,19 @@ def list_entries(ctx: Context) -> list[queue.Entry]:
     return entries
 
 
-def run_pass(ctx: Context, limits: queue.Limits | None = None) -> Result | None:
-    """One look at the whole queue: fix stale labels, admit what fits."""
+def run_pass(ctx: Context, limits: queue.Limits | None = None,
+             still_held: Callable[[], bool] = lambda: True) -> Result | None:
+    """One look at the whole queue: fix stale labels, admit what fits (each admission only
+    while ``still_held()``: the Lease that makes this pass the only one)."""
     limits = limits or queue.limits_from_env(os.environ)
-    entries = list_entries(ctx)
+    entries = queue.capped(list_entries(ctx), POLICY.get(ctx.kube))
     for entry in queue.stale_labels(entries):
         _patch(ctx, entry, queue.relabel_patch(entry))
     for entry in queue.admissions(entries, limits):
+        if not still_held():
+            ctx.log.warning("training queue: the Lease expired during a pass; admitting the "
+                            "rest later")
+            return Result(requeue_after=1.0)
         if not _patch(ctx, entry, queue.admission_patch(entry, ctx.now())):
             return Result(requeue_after=1.0)  # it changed under us: look again soon
         job = {"apiVersion": RESOURCES[entry.kind].api_version, "kind": entry.kind,

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from functions.api.core import queue
+from functions.api.core.policy import PriorityPolicy
 from functions.api.core.problems import decode_continue, encode_continue
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -97,10 +98,12 @@ def queued(kube: KubeClient, namespace: str | None) -> list[Obj]:
     return out
 
 
-def queue_positions(kube: KubeClient, namespace: str) -> dict[tuple[str, str, str], int]:
+def queue_positions(kube: KubeClient, namespace: str,
+                    policy: PriorityPolicy) -> dict[tuple[str, str, str], int]:
+    """Places in the queue, in the order the queue handler admits (priorities capped)."""
     entries = [e for e in (queue.entry_of(cr) for cr in queued(kube, namespace))
                if e is not None]
-    return queue.positions(entries)
+    return queue.positions(queue.capped(entries, policy))
 
 
 class KueueProbe:

@@ -94,6 +94,15 @@ def parse_event(headers: Mapping[str, str], body: bytes, *,
     :raises InvalidEventError: with status 413 (too large), 415 (content type) or 400/422
         (malformed, or a well-formed CloudEvent this package does not handle).
     """
+    try:
+        return _parse_event(headers, body, max_bytes)
+    except RecursionError as exc:
+        # JSON nested deeper than the interpreter's recursion limit (thousands of "[" within
+        # the body limit): malformed input, answered 4xx so that it is never retried.
+        raise InvalidEventError("body is not acceptable JSON: nested too deeply") from exc
+
+
+def _parse_event(headers: Mapping[str, str], body: bytes, max_bytes: int) -> ApiEvent:
     if len(body) > max_bytes:
         raise InvalidEventError(f"body of {len(body)} bytes exceeds the limit of {max_bytes}", 413)
     lowered = {name.lower(): value for name, value in headers.items()}

@@ -9,9 +9,7 @@ receive adapter, and a router that delivers events as the Broker and Triggers in
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -19,26 +17,8 @@ from pathlib import Path
 
 from functions.cluster.binaries import BinariesError, ensure_bin_dir
 from functions.cluster.runner import ClusterError
-from functions.dev.stack import REPO, DevStack
-
-LOCAL_UPSTREAM = REPO.parent / "shared" / "upstream" / "trainer-manifests"
-FETCHED = REPO / "build" / "manifests" / "trainer"
-
-
-def trainer_manifests() -> Path:
-    """The upstream trainer manifests: ``TRAINER_MANIFESTS_DIR``, else fetched into build/
-    by ``hack/get_trainer_manifests.sh`` (from ``TRAINER_MANIFESTS_SOURCE`` or a sibling
-    ``shared/upstream`` checkout when present, else downloaded at the pinned commit)."""
-    configured = os.environ.get("TRAINER_MANIFESTS_DIR")
-    if configured:
-        return Path(configured)
-    if not (FETCHED / "rhoai" / "kustomization.yaml").exists():
-        command = ["bash", str(REPO / "hack" / "get_trainer_manifests.sh"), str(FETCHED)]
-        source = os.environ.get("TRAINER_MANIFESTS_SOURCE")
-        if not source and (LOCAL_UPSTREAM / "rhoai").exists():
-            command[2:2] = ["--from", str(LOCAL_UPSTREAM)]
-        subprocess.run(command, check=True)
-    return FETCHED
+from functions.dev.stack import DevStack
+from functions.dev.upstream import ManifestsError, trainer_manifests
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
                          resync_interval=args.resync, record=args.record,
                          as_service_accounts=not args.admin)
         stack.start()
-    except (BinariesError, ClusterError, subprocess.CalledProcessError) as exc:
+    except (BinariesError, ClusterError, ManifestsError) as exc:
         print(f"dev: {exc}", file=sys.stderr)
         return 1
     assert stack.cluster is not None

@@ -4,13 +4,23 @@ A small loader instead of ``kubernetes.config``: importing the official client c
 second, which a cold Knative pod should not pay. It supports what functions meet in practice: the
 in-cluster service account (whose token rotates, so it is re-read on demand) and kubeconfig files
 with client certificates, bearer tokens and CA data, inline or as file paths.
+
+TLS takes certificates and keys only from files, so inline (``*-data``) ones are written to a
+directory private to the process (0700, files 0600), one file per distinct content however often
+a kubeconfig is loaded, and removed when the process that wrote them exits. A forked child writes
+its own and never removes its parent's.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
+import binascii
+import hashlib
 import os
+import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,13 +72,51 @@ def in_cluster() -> ClusterConfig:
     )
 
 
+class _PrivateFiles:
+    """Files only this process may read, removed when it exits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._directory: Path | None = None
+        self._pid = 0
+
+    def directory(self) -> Path | None:
+        """Where this process writes (``None`` before the first file)."""
+        return self._directory if self._pid == os.getpid() else None
+
+    def write(self, content: bytes, suffix: str) -> str:
+        with self._lock:
+            pid = os.getpid()
+            if self._directory is None or self._pid != pid:
+                self._directory = Path(tempfile.mkdtemp(prefix="kubecfg-"))  # mode 0700
+                self._pid = pid
+                atexit.register(_remove_if_owner, self._directory, pid)
+            path = self._directory / (hashlib.sha256(content).hexdigest()[:32] + suffix)
+            if not path.exists():
+                partial = path.with_name(path.name + ".partial")
+                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(content)
+                partial.replace(path)
+            return str(path)
+
+
+def _remove_if_owner(directory: Path, pid: int) -> None:
+    if os.getpid() == pid:  # a forked child inherits this hook; only the writer removes
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+PRIVATE_FILES = _PrivateFiles()
+
+
 def _materialise(data_b64: str | None, path: str | None, base: Path, suffix: str) -> str | None:
     """A file path for a kubeconfig ``*-data`` (base64) or ``*`` (path) field."""
     if data_b64:
-        fd, name = tempfile.mkstemp(prefix="kubecfg-", suffix=suffix)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(base64.b64decode(data_b64))
-        return name
+        try:
+            content = base64.b64decode(data_b64)
+        except (binascii.Error, ValueError) as exc:
+            raise ConfigError(f"kubeconfig field with {suffix} data is not base64") from exc
+        return PRIVATE_FILES.write(content, suffix)
     if path:
         resolved = Path(path)
         return str(resolved if resolved.is_absolute() else base / resolved)

@@ -43,6 +43,7 @@ from functions.runtime.endpoint import (
     outcome_answer,
     problem_answer,
 )
+from functions.runtime.endpoint import read_body as read_environ_body
 
 if TYPE_CHECKING:
     from functions.core.events import ApiEvent
@@ -249,6 +250,12 @@ def problem(status: int, detail: str, *, retry_after: float | None = None,
     """An RFC 9457 problem document, as a Flask response."""
     code, headers, body = problem_answer(status, detail, retry_after=retry_after, title=title)
     return Response(body, status=code, headers=headers)
+
+
+def read_body(limit: int) -> bytes | None:
+    """The body of the current Flask request, or ``None`` when it is over ``limit`` (then
+    left unread)."""
+    return read_environ_body(request.environ, limit)
 
 
 def create_app(function: str, *, controllers: Sequence[Controller] | None = None,

@@ -2,7 +2,10 @@
 
 The local Broker's ingress (:mod:`functions.runtime.router`) and the record sink
 (:mod:`functions.runtime.recording`) both only take POSTed events and answer with a status, so
-they share this server rather than each carrying its own request handler and lifecycle.
+they share this server rather than each carrying its own request handler and lifecycle. Both
+are local tools; the deployed dead-letter sink is :mod:`functions.runtime.dead_letters`, served
+like the functions. Still, a body is read only when its ``Content-Length`` is a number within
+:data:`MAX_BODY_BYTES` (else 400 or 413, and the connection is closed unread).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ log = logging.getLogger(__name__)
 
 # (headers, body, path) -> (HTTP status, problem detail; "" for an empty answer)
 PostHandler = Callable[[Mapping[str, str], bytes, str], tuple[int, str]]
+# Above the functions' own limit (3 MiB), so the router refuses nothing a function would take.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -26,11 +31,23 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        status, detail = self.server.handle(dict(self.headers.items()), body, self.path)
-        payload = json.dumps({"detail": detail}).encode() if detail else b""
+        raw = (self.headers.get("Content-Length") or "0").strip()
+        length = int(raw) if raw.isascii() and raw.isdigit() else -1
+        if length < 0:
+            self._answer(400, f"Content-Length {raw[:40]!r} is not a length", close=True)
+        elif length > MAX_BODY_BYTES:
+            self._answer(413, f"body exceeds the limit of {MAX_BODY_BYTES} bytes", close=True)
+        else:
+            body = self.rfile.read(length) if length else b""
+            self._answer(*self.server.handle(dict(self.headers.items()), body, self.path))
+
+    def _answer(self, status: int, detail: str, close: bool = False) -> None:
+        if close:
+            self.close_connection = True
+        payload = json.dumps({"status": status, "detail": detail}).encode() if detail else b""
         self.send_response(status)
+        if close:
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(payload)))
         if payload:
             self.send_header("Content-Type", "application/problem+json")

@@ -1,5 +1,5 @@
-"""``python -m functions serve reconcile|gc|status|all|api``: gunicorn in-process, the same command
-locally and in the container image.
+"""``python -m functions serve reconcile|gc|status|all|api|dead-letters``: gunicorn
+in-process, the same command locally and in the container image.
 
 Gunicorn is driven through ``BaseApplication`` rather than its CLI so the options live in one
 place. The app is built in each worker after the fork (no ``preload_app``), so the Kubernetes
@@ -21,8 +21,9 @@ from gunicorn.app.base import BaseApplication
 
 from functions.runtime.app import FUNCTION_CHOICES
 
-# ``api`` is the training API (functions/api), a REST service rather than an event function.
-SERVE_CHOICES = (*FUNCTION_CHOICES, "api")
+# ``api`` is the training API (functions/api), a REST service rather than an event function;
+# ``dead-letters`` the Broker's dead-letter sink (functions/runtime/dead_letters.py).
+SERVE_CHOICES = (*FUNCTION_CHOICES, "api", "dead-letters")
 
 
 class FunctionServer(BaseApplication):  # type: ignore[misc]
@@ -42,6 +43,9 @@ class FunctionServer(BaseApplication):  # type: ignore[misc]
         if self.function == "api":
             from functions.api.app import create_api_app
             return create_api_app()
+        if self.function == "dead-letters":
+            from functions.runtime.dead_letters import create_dead_letter_app
+            return create_dead_letter_app()
         from functions.runtime.app import create_app
         return create_app(self.function, warm_up="now")
 

@@ -14,6 +14,8 @@ from flask.testing import FlaskClient
 
 from functions.api import queue_controller
 from functions.api.app import create_api_app
+from functions.api.core.policy import CONFIGMAP
+from functions.api.policy import PolicySource
 from functions.cluster.runner import LocalCluster
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
@@ -76,7 +78,10 @@ def wait_allowed(client: FlaskClient, namespace: str, token: str) -> None:
 
 @pytest.fixture
 def app(cluster: LocalCluster, crds: None) -> Flask:
-    return create_api_app(kube_factory=cluster.client)
+    """The API against the local cluster, re-reading the priority policy on every request."""
+    api = create_api_app(kube_factory=cluster.client)
+    api.extensions["functions.api"].policy.ttl = 0.0
+    return api
 
 
 @pytest.fixture
@@ -163,5 +168,17 @@ class QueueWorld:
 
 @pytest.fixture
 def world(kube: KubeClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> QueueWorld:
+    """The queue handler admits only while it holds its Lease, here in the test's namespace,
+    and reads the priority policy there too (afresh on every pass)."""
     monkeypatch.setattr(queue_controller.PASSES, "min_interval", 0.0)
+    monkeypatch.setattr(queue_controller, "POLICY", PolicySource(ttl=0.0))
+    monkeypatch.setenv("LEASE_NAMESPACE", namespace)
+    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", namespace)
     return QueueWorld(kube, namespace)
+
+
+def set_priority_policy(kube: KubeClient, namespace: str, data: dict[str, str]) -> None:
+    """The admin's priority policy ConfigMap, in ``namespace``."""
+    kube.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": CONFIGMAP, "namespace": namespace}, "data": data},
+               "platform-admin", res=resources.CONFIGMAPS)

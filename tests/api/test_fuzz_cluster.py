@@ -1,4 +1,5 @@
-"""Schema-based fuzzing (schemathesis) of the real app against the local cluster: no 5xx."""
+"""Schema-based fuzzing (schemathesis) of the real app against the local cluster, and raw
+request bodies (pathological ones included) from an authorised user: no 5xx."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import schemathesis
 from flask import Flask
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
@@ -14,6 +15,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
+from tests.api.test_fuzz import BODIES
 
 EXAMPLES = 25
 
@@ -44,3 +47,15 @@ def test_no_server_errors(app: Flask, user: dict[str, str], namespace: str) -> N
     assert calls >= EXAMPLES * 3
     assert all(status < 500 for status in statuses)
     assert {200, 201, 404} <= set(statuses)  # it reached real jobs, not only refusals
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=BODIES)
+@example(body=b"[" * 50_000)
+def test_raw_job_bodies_never_answer_5xx(app: Flask, user: dict[str, str], namespace: str,
+                                         body: bytes) -> None:
+    answer = app.test_client().post(f"/v1/namespaces/{namespace}/jobs", data=body,
+                                    headers=user, content_type="application/json")
+    assert answer.status_code in (201, 400, 403, 409, 413, 422), (
+        answer.status_code, answer.get_data(as_text=True)[:300])

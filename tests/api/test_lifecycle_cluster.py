@@ -16,17 +16,27 @@ from functions.__main__ import main
 from functions.cluster.runner import LocalCluster, free_port
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.api.conftest import QueueWorld, job_request
+from tests.api.conftest import QueueWorld, job_request, set_priority_policy
 from tests.support import REPO, wait_for
 
 Obj = dict[str, Any]
+POLICY_NAMESPACE = "platform-policy"
 
 
 @pytest.fixture
-def served_api(cluster: LocalCluster, crds: None) -> Iterator[str]:
-    """``python -m functions serve api`` under gunicorn, against the local cluster."""
+def served_api(cluster: LocalCluster, crds: None,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``python -m functions serve api`` under gunicorn, against the local cluster; it and the
+    in-process app read one priority policy (up to 10 everywhere)."""
     port = free_port()
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PORT": str(port)}
+    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", POLICY_NAMESPACE)
+    kube = cluster.client()
+    if kube.get(resources.NAMESPACES, POLICY_NAMESPACE) is None:
+        kube.create({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": POLICY_NAMESPACE}}, res=resources.NAMESPACES)
+    set_priority_policy(kube, POLICY_NAMESPACE, {"maxPriority": "10"})
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PORT": str(port),
+           "TRAINING_QUEUE_POLICY_NAMESPACE": POLICY_NAMESPACE}
     process = subprocess.Popen([sys.executable, "-m", "functions", "serve", "api",
                                 "--host", "127.0.0.1"], cwd=REPO, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

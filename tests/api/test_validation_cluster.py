@@ -58,6 +58,7 @@ def test_oversized_body(client: FlaskClient, user: dict[str, str], namespace: st
 
 @pytest.mark.parametrize(("data", "content_type", "status"), [
     pytest.param("{not json", "application/json", 400, id="broken-json"),
+    pytest.param("[" * 50_000, "application/json", 400, id="nested-50000-deep"),
     pytest.param("name=x", "application/x-www-form-urlencoded", 415, id="form"),
 ])
 def test_unreadable_bodies(client: FlaskClient, user: dict[str, str], namespace: str,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from functions.cluster.binaries import ensure_bin_dir
 from functions.dev.stack import DevStack
+from functions.dev.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import (
@@ -25,7 +26,7 @@ from tests.chaos.scenario import (
     scenario_jobs,
     trainer_sample,
 )
-from tests.support import SHARED, wait_for
+from tests.support import wait_for
 
 QUIET_SECONDS = 5.0
 
@@ -53,8 +54,8 @@ def record_scenario(out: Path, *, with_trainer: bool = True, timeout: float = 12
     """Run the scenario and write the recording to ``out``; return the number of events."""
     with tempfile.TemporaryDirectory() as tmp:
         recording = Path(tmp) / "events.jsonl"
-        stack = DevStack(ensure_bin_dir(), trainer_manifests=SHARED / "upstream" /
-                         "trainer-manifests", resync_interval=None, record=recording)
+        stack = DevStack(ensure_bin_dir(), trainer_manifests=fetch_trainer_manifests(),
+                         resync_interval=None, record=recording)
         stack.start()
         try:
             assert stack.cluster is not None and stack.router is not None

@@ -35,18 +35,19 @@ from functions.runtime.app import create_app, runtime_of
 from functions.runtime.eventing import load_manifests
 from functions.runtime.recording import RecordedRequest, ReplayReport, Sender, replay
 from functions.runtime.router import ping_event
-from tests.support import REPO, SHARED
+from tests.support import REPO
 
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")
 STABLE_SECONDS = 1.5
 
 
-def trainer_environment(bin_dir: Path, work_dir: Path) -> dict[str, str]:
-    """What the dev stack gives the functions to render the Trainer's manifests."""
+def trainer_environment(bin_dir: Path, work_dir: Path, upstream: Path) -> dict[str, str]:
+    """What the dev stack gives the functions to render the Trainer's manifests
+    (``upstream``: the upstream trainer manifests' tree)."""
     return {"KUSTOMIZE_BIN": str(bin_dir / "kustomize"),
             "TRAINER_WORK_DIR": str(work_dir),
-            "TRAINER_MANIFESTS_DIR": str(SHARED / "upstream" / "trainer-manifests"),
+            "TRAINER_MANIFESTS_DIR": str(upstream),
             "TRAINER_RUNTIMES_DIR": str(REPO / "manifests" / "runtimes"),
             "TRAINER_IMAGESTREAMS_DIR": str(REPO / "manifests" / "imagestreams")}
 

@@ -85,12 +85,12 @@ def drive(function: FunctionUnderTest, done: Callable[[], bool], timeout: float,
 
 
 @pytest.fixture
-def trainer_ready_env(kube: KubeClient, crds: None, bin_dir: Path,
+def trainer_ready_env(kube: KubeClient, crds: None, bin_dir: Path, upstream_manifests: Path,
                       tmp_path: Path) -> Any:
     apply_objects(kube, load_documents([bin_dir / "crds" / "jobset",
                                         REPO / "tests" / "trainer" / "data" /
                                         "podmonitor-crd.yaml"]))
-    with environment(trainer_environment(bin_dir, tmp_path / "work")):
+    with environment(trainer_environment(bin_dir, tmp_path / "work", upstream_manifests)):
         yield
     trainer_controller.cleanup(harness.context(kube, "gc"))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from functions.core.errors import InvalidEventError
 from functions.core.events import ApiEvent, ObjectRef, parse_event
 from functions.core.keys import ObjectKey
+from tests.support import CLOUDEVENTS
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "cloudevents-samples"
+SAMPLES = CLOUDEVENTS
 TRANSPORT_HEADERS = {"Host", "Content-Length", "Accept-Encoding"}
 
 
@@ -142,6 +142,14 @@ def without(name: str) -> dict[str, str]:
     pytest.param({k: v for k, v in BINARY.items() if k not in ("Ce-Kind", "Ce-Name")},
                  b'{"metadata": {}}', 422, "kind, name", id="object-without-identity"),
     pytest.param({**BINARY, "Ce-Bad_ext": "x"}, POD, 400, "lowercase", id="bad-extension-name"),
+    pytest.param(BINARY, b"[" * 50_000, 400, "nested too deeply", id="binary-50000-deep"),
+    pytest.param(BINARY, POD[:-1] + b',"x":' + b"[" * 50_000 + b"]" * 50_000 + b"}", 400,
+                 "nested too deeply", id="binary-object-with-a-deep-field"),
+    pytest.param({"Content-Type": "application/cloudevents+json"}, b"[" * 50_000, 400,
+                 "nested too deeply", id="structured-50000-deep"),
+    pytest.param({"Content-Type": "application/cloudevents+json"},
+                 b'{"specversion":"1.0","id":"1","source":"s","data":' + b'{"a":' * 50_000,
+                 400, "nested too deeply", id="structured-data-50000-deep"),
 ])
 def test_bad_input_is_rejected_with_a_reason(headers: dict[str, str], body: bytes, status: int,
                                              reason: str) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
 Obj = dict[str, Any]
 
 # Every kustomization a user may apply, relative to the repository.

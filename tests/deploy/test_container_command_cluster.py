@@ -4,6 +4,7 @@ The dead-letter sink's command from config/serving is run the same way."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -76,28 +77,26 @@ def test_image_command_serves_events(image_command_served: str, sample: str) -> 
     assert answer.status is not None and 200 <= answer.status < 300, answer.body[:300]
 
 
-def test_dead_letter_sink_command_records_to_stdout(bin_dir: Path, tmp_path: Path) -> None:
+def test_dead_letter_sink_command_logs_to_stdout(bin_dir: Path, tmp_path: Path) -> None:
     stage, _ = dockerfile_command()
     ksvc = knative_service(build(bin_dir / "kustomize", "config/serving"),
                            "odh-training-dead-letters")
     [container] = ksvc["spec"]["template"]["spec"]["containers"]
     port = free_port()
-    args = [str(port) if a == str(container["ports"][0]["containerPort"]) else a
-            for a in container["args"]]
     env = local_command_env(stage, PYTHON_BIN, os.environ)
-    process = subprocess.Popen([*image_entrypoint(stage), *args], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    env.update({e["name"]: e["value"] for e in container.get("env") or []})
+    env.update(PORT=str(port), HOME=str(tmp_path))
+    process = subprocess.Popen([*image_entrypoint(stage), *container["args"]], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
+        wait_for(f"http://127.0.0.1:{port}/health/readiness", process)
         headers, body = load_sample(SAMPLES[1])
-        deadline = time.monotonic() + 30
-        answer = post_event(f"http://127.0.0.1:{port}/", headers, body, 2)
-        while answer.status is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            answer = post_event(f"http://127.0.0.1:{port}/", headers, body, 2)
+        answer = post_event(f"http://127.0.0.1:{port}/", headers, body, 10)
         assert answer.status == 202
     finally:
         process.terminate()
         out, _ = process.communicate(timeout=30)
-    recorded = [line for line in out.decode().splitlines() if line.startswith("{")]
+    recorded = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert len(recorded) == 1
-    assert headers["Ce-Id"] in recorded[0]
+    assert recorded[0]["attributes"]["id"] == headers["Ce-Id"]
+    assert recorded[0]["bytes"] == len(body)

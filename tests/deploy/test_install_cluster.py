@@ -125,6 +125,7 @@ NEEDED = [
     ("reconcile", "update", KUBEFLOW, "pytorchjobs", "finalizers", "mnist"),
     ("reconcile", "patch", "batch", "jobs", "", "mnist-launcher"),
     ("reconcile", "create", "", "events", "", ""),
+    ("reconcile", "get", "", "configmaps", "", "odh-training-queue-policy"),
     ("gc", "delete", "rbac.authorization.k8s.io", "clusterroles", "", "training-view"),
     ("gc", "delete", KUBEFLOW, "tfjobs", "", "mnist"),
     ("gc", "delete", "", "pods", "", "mnist-worker-0"),
@@ -198,12 +199,12 @@ def client_as(kube: KubeClient, kubeconfig: Path, function: str) -> KubeClient:
 
 
 @pytest.fixture
-def renamed_rbac(kube: KubeClient, bin_dir: Path, product_namespace: str
-                 ) -> Iterator[list[Obj]]:
+def renamed_rbac(kube: KubeClient, bin_dir: Path, product_namespace: str,
+                 upstream_manifests: Path) -> Iterator[list[Obj]]:
     """The rendered RBAC objects under fresh names (so no other test's objects are touched),
     bindings pointing at the renamed roles; deleted afterwards."""
     suffix = uuid.uuid4().hex[:6]
-    rendered = render_all(trainer_sources(), NAMESPACE, True, {})
+    rendered = render_all(trainer_sources(upstream_manifests), NAMESPACE, True, {})
     objs: list[Obj] = []
     for obj in rendered:
         if obj["kind"] not in ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"):

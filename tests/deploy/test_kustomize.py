@@ -161,9 +161,13 @@ def test_reconcile_takes_every_related_image(builds: dict[str, list[Obj]]) -> No
     assert "TRAINER_WORK_DIR" in env
 
 
-def test_dead_letter_sink_records_to_the_log(builds: dict[str, list[Obj]]) -> None:
-    container = _container(knative_service(builds["config/default"],
-                                           "odh-training-dead-letters"))
+def test_dead_letter_sink_is_served_like_the_functions(builds: dict[str, list[Obj]]) -> None:
+    ksvc = knative_service(builds["config/default"], "odh-training-dead-letters")
+    container = _container(ksvc)
     args = build_parser(container["args"]).parse_args(container["args"])
-    assert (args.command, str(args.out)) == ("record", "/dev/stdout")
-    assert args.port == container["ports"][0]["containerPort"]
+    assert (args.command, args.function) == ("serve", "dead-letters")
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert ksvc["spec"]["template"]["spec"]["containerConcurrency"] == int(env["THREADS"])
+    assert 0 < int(env["DEAD_LETTER_MAX_BYTES"]) <= 3 * 1024 * 1024
+    assert 0 < int(env["DEAD_LETTER_EXCERPT_BYTES"]) <= 4096
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health/readiness"

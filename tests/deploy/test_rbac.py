@@ -2,7 +2,7 @@
 every role the Trainer renders (RBAC escalation prevention).
 
 The second point is checked on the objects the Trainer really applies: the upstream manifests
-(../shared/upstream/trainer-manifests, ``rhoai`` overlay) and this repository's runtimes and
+(the fetch script's cached tree, ``rhoai`` overlay) and this repository's runtimes and
 ImageStreams, rendered by the Trainer's own renderer with the real kustomize.
 """
 
@@ -18,7 +18,6 @@ from functions.trainer.provision import render_all
 from functions.trainer.render import Sources
 from tests.deploy.support import (
     REPO,
-    SHARED,
     Permission,
     build,
     find,
@@ -33,16 +32,15 @@ ORDINARY_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete",
                   "deletecollection"}
 
 
-def trainer_sources() -> Sources:
-    return Sources(trainer=SHARED / "upstream" / "trainer-manifests",
-                   runtimes=REPO / "manifests" / "runtimes",
+def trainer_sources(upstream: Path) -> Sources:
+    return Sources(trainer=upstream, runtimes=REPO / "manifests" / "runtimes",
                    imagestreams=REPO / "manifests" / "imagestreams")
 
 
 @pytest.fixture(scope="module")
-def rendered(bin_dir: Path) -> list[dict[str, Any]]:
+def rendered(bin_dir: Path, upstream_manifests: Path) -> list[dict[str, Any]]:
     """What the Trainer applies on OpenShift (the larger set) into ``opendatahub``."""
-    return render_all(trainer_sources(), "opendatahub", True, {})
+    return render_all(trainer_sources(upstream_manifests), "opendatahub", True, {})
 
 
 @pytest.fixture(scope="module")

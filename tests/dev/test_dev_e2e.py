@@ -22,7 +22,7 @@ from functions.cluster import kwok
 from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.support import REPO, SHARED, condition, wait_for
+from tests.support import REPO, condition, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 SAMPLES = REPO / "config" / "samples"
@@ -39,9 +39,10 @@ def succeeding(job: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def stack(bin_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+def stack(bin_dir: Path, upstream_manifests: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     recording = tmp_path_factory.mktemp("recording") / "e2e-samples.jsonl"
-    dev = DevStack(bin_dir, trainer_manifests=SHARED / "upstream" / "trainer-manifests",
+    dev = DevStack(bin_dir, trainer_manifests=upstream_manifests,
                    resync_interval=5.0, record=recording)
     dev.start()
     try:

@@ -1,5 +1,5 @@
 """Hypothesis strategies for the fuzz suites: CloudEvents (fully random, and the captured
-samples in ``../shared/cloudevents-samples`` mutated) and training-job CRs (the samples with
+samples in ``tests/data/cloudevents`` mutated) and training-job CRs (the samples with
 fields replaced by plausible and implausible values).
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from tests.support import REPO, SHARED
+from tests.support import CLOUDEVENTS, REPO
 
 Obj = dict[str, Any]
-SAMPLES = SHARED / "cloudevents-samples"
+SAMPLES = CLOUDEVENTS
 TRANSPORT_HEADERS = {"host", "content-length", "accept-encoding", "user-agent"}
 HEADER_TEXT = st.text(string.printable.strip() + " éü", max_size=40)
 EVENT_TYPES = ("dev.knative.apiserver.resource.add", "dev.knative.apiserver.resource.update",
@@ -102,7 +102,7 @@ def mutated_sample(draw: st.DrawFn, samples: list[Sample]) -> HttpEvent:
     for _ in range(draw(st.integers(1, 3))):
         operation = draw(st.sampled_from((
             "drop-attribute", "set-attribute", "type", "replace-value", "content-type",
-            "not-an-object", "truncate", "flip-bytes")))
+            "not-an-object", "truncate", "flip-bytes", "nest")))
         attributes = body if sample.structured and isinstance(body, dict) else headers
         if operation == "drop-attribute" and attributes:
             attributes.pop(draw(st.sampled_from(sorted(attributes))), None)
@@ -127,7 +127,19 @@ def mutated_sample(draw: st.DrawFn, samples: list[Sample]) -> HttpEvent:
                 if data:
                     data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
             raw = bytes(data)
+        elif operation == "nest":
+            raw = nest(raw if raw is not None else encode(body), draw(NESTING), draw(OPENINGS))
     return HttpEvent(headers, raw if raw is not None else encode(body))
+
+
+NESTING = st.integers(1, 60_000)
+OPENINGS = st.sampled_from((b"[", b'{"a":'))
+
+
+def nest(document: bytes, depth: int, opening: bytes) -> bytes:
+    """``document`` wrapped ``depth`` levels deep, closed or (half of the time) not."""
+    closing = b"]" if opening == b"[" else b"}"
+    return opening * depth + document + (closing * depth if depth % 2 else b"")
 
 
 @st.composite
@@ -138,7 +150,8 @@ def random_event(draw: st.DrawFn) -> HttpEvent:
                              "Content-Type")) | HEADER_TEXT.filter(
                                  lambda s: s.isalnum() and s.isascii())
     headers = draw(st.dictionaries(names, HEADER_TEXT, max_size=10))
-    body = draw(st.binary(max_size=512) | JSON.map(encode))
+    body = draw(st.binary(max_size=512) | JSON.map(encode)
+                | st.builds(nest, st.just(b""), NESTING, OPENINGS))
     return HttpEvent(headers, body)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from functions.cluster.runner import LocalCluster, free_port
@@ -33,6 +33,10 @@ from tests.support import REPO, http_status, wait_for
 pytestmark = pytest.mark.cluster
 
 SAMPLES = load_samples()
+# A body the Broker would otherwise retry ten times: 50,000 "[" with Ce-* headers.
+DEEPLY_NESTED = HttpEvent({"Ce-Specversion": "1.0", "Ce-Type": "dev.knative.apiserver.ref.add",
+                           "Ce-Source": "s", "Ce-Id": "1", "Content-Type": "application/json"},
+                          b"[" * 50_000)
 RETRY = (429, 503)
 BUG_MARKS = ("handler failed", "internal error")
 
@@ -71,6 +75,7 @@ def test_samples_themselves_are_accepted(client: FlaskClient) -> None:
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(event=events(SAMPLES))
+@example(event=DEEPLY_NESTED)
 def test_fuzzed_events_in_process(client: FlaskClient, event: HttpEvent) -> None:
     response = client.post("/", headers=event.headers, data=event.body)
     problem = acceptable(response.status_code, response.headers, response.get_data())
@@ -122,6 +127,7 @@ def _post(port: int, event: HttpEvent) -> tuple[int, Any, bytes]:
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(event=events(SAMPLES))
+@example(event=DEEPLY_NESTED)
 def test_fuzzed_events_served(served: int, event: HttpEvent) -> None:
     status, headers, body = _post(served, event)
     problem = acceptable(status, headers, body)

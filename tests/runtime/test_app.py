@@ -246,3 +246,16 @@ def test_unexpected_errors_are_503_never_500(client: FlaskClient,
     assert client.get("/nowhere").status_code == 404
     assert client.get("/nowhere").mimetype == "application/problem+json"
     assert client.get("/").status_code == 405
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(b"[" * 50_000, id="50000-arrays"),
+    pytest.param(b'{"a":' * 50_000, id="50000-objects"),
+])
+def test_deeply_nested_json_is_400_never_retried(client: FlaskClient, calls: Calls,
+                                                 body: bytes) -> None:
+    response = client.post("/", headers=BINARY, data=body)
+    assert response.status_code == 400
+    assert "nested too deeply" in response.get_json()["detail"]
+    assert "Retry-After" not in response.headers
+    assert calls.keys() == []

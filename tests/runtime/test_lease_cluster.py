@@ -1,7 +1,9 @@
-"""The Lease mutex against the real API server: one holder at a time, takeover on expiry."""
+"""The Lease mutex against the real API server: one holder at a time, takeover on expiry,
+renewal while held, nothing acquired where nothing can be held."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 from functions.kube import resources
@@ -38,5 +40,22 @@ def test_held_releases_on_exit(kube: KubeClient, namespace: str) -> None:
         assert now_theirs
 
 
-def test_missing_namespace_does_not_block(kube: KubeClient) -> None:
-    assert lease.try_acquire(kube, "queue", namespace="no-such-namespace", holder="a")
+def test_missing_namespace_is_not_acquired(kube: KubeClient) -> None:
+    assert not lease.try_acquire(kube, "queue", namespace="no-such-namespace", holder="a")
+    with lease.held(kube, "queue", namespace="no-such-namespace", holder="a") as mine:
+        assert not mine
+        assert not mine.valid()
+
+
+def test_held_lease_outlives_its_duration_by_renewal(kube: KubeClient, namespace: str) -> None:
+    with lease.held(kube, "queue", namespace=namespace, holder="a",
+                    duration_seconds=1) as mine:
+        time.sleep(2.5)
+        assert mine.valid()
+        assert mine.renewals >= 5
+        assert not lease.try_acquire(kube, "queue", namespace=namespace, holder="b")
+        current = kube.get(resources.LEASES, "queue", namespace)
+        assert current is not None
+        spec = current["spec"]
+        assert spec["holderIdentity"] == "a"
+        assert spec["renewTime"] > spec["acquireTime"]

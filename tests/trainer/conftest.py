@@ -1,8 +1,9 @@
 """Fixtures of the Trainer tests: the kustomize binary and the manifest trees.
 
-The upstream trainer manifests are read from ``../shared/upstream`` through the same fetch
-script the image build uses (``hack/get_trainer_manifests.sh --from``); the runtimes and
-ImageStreams are this repository's ``manifests/``.
+The upstream trainer manifests come from the session's ``upstream_manifests`` (the fetch
+script's cache), copied by that script again (``--from``, as an offline image build would) so
+that no test can alter the cache; the runtimes and ImageStreams are this repository's
+``manifests/``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from tests.trainer import harness
 from tests.trainer.harness import Obj, load
 
 REPO = Path(__file__).resolve().parents[2]
-UPSTREAM = Path(os.environ.get("SHARED_DIR", REPO.parent / "shared")) / "upstream"
 
 
 @pytest.fixture(scope="session")
@@ -42,10 +42,10 @@ def kustomize_bin() -> str:
 
 
 @pytest.fixture(scope="session")
-def trainer_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def trainer_tree(tmp_path_factory: pytest.TempPathFactory, upstream_manifests: Path) -> Path:
     dest = tmp_path_factory.mktemp("manifests") / "trainer"
     subprocess.run(["bash", str(REPO / "hack" / "get_trainer_manifests.sh"),
-                    "--from", str(UPSTREAM / "trainer-manifests"), str(dest)],
+                    "--from", str(upstream_manifests), str(dest)],
                    check=True, capture_output=True)
     return dest
 

@@ -77,8 +77,9 @@ class JobRequest(_Wire):
     workers: int = Field(default=1, ge=1, le=256, description=(
         "number of training processes: PyTorch master + workers, TF/MXNet/MPI workers"))
     resources: ResourceRequest = Field(default_factory=lambda: ResourceRequest())
-    priority: int = Field(default=0, ge=-1000, le=1000,
-                          description="higher is admitted first; FIFO among equals")
+    priority: int = Field(default=0, ge=-1000, le=1000, description=(
+        "higher is admitted first; FIFO among equals. Above 0 only up to the maximum the "
+        "platform allows in the namespace (ConfigMap odh-training-queue-policy; 403 above)"))
     queue: QueueName | None = Field(default=None, description=(
         "queue name; with Kueue installed the job is left to that LocalQueue"))
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=16, description=(

@@ -56,7 +56,7 @@ def _problem_responses(*codes: int) -> dict[str, Any]:
                410: "the continue token expired", 413: "body too large",
                415: "not JSON", 422: "invalid request",
                502: "the cluster could not serve the request",
-               503: "the cluster is unavailable"}
+               503: "the cluster (or this service) is unavailable: retry after Retry-After"}
     return {str(code): {"description": reasons.get(code, "error"), "content": {
         PROBLEM_JSON: {"schema": {"$ref": REF.format(model="Problem")}}}} for code in codes}
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from functions.api.core.policy import PriorityPolicy
 
 LABEL_QUEUE_STATE = "training.opendatahub.io/queue-state"
 LABEL_QUEUE = "training.opendatahub.io/queue"
@@ -167,6 +169,12 @@ def entry_of(cr: Obj) -> Entry | None:
                  name=str(meta.get("name") or ""), priority=priority_of(cr),
                  submitted_at=submitted, gpus=requested_gpus(cr), phase=phase,
                  labelled=str(labelled), resource_version=str(meta.get("resourceVersion") or ""))
+
+
+def capped(entries: Iterable[Entry], policy: PriorityPolicy) -> list[Entry]:
+    """The entries with each priority capped at its namespace's maximum under ``policy``
+    (what a CR asks for directly, past the API, counts for no more than the API allows)."""
+    return [replace(e, priority=policy.effective(e.namespace, e.priority)) for e in entries]
 
 
 def _fits(limit: int | None, used: int, extra: int) -> bool:

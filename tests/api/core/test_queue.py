@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from functions.api.core import queue
+from functions.api.core.policy import PriorityPolicy
 from functions.api.core.queue import Entry, Limits
 
 
@@ -118,3 +119,13 @@ def test_stale_labels_and_patches() -> None:
                      "annotations": {queue.ANNOTATION_ADMITTED_AT: "2026-01-01T01:02:03.000004Z"},
                      "resourceVersion": "5"},
         "spec": {"runPolicy": {"suspend": False}}}
+
+
+def test_capped_priorities_order_the_queue_as_the_policy_allows() -> None:
+    entries = [entry("early", 0, at=1), entry("jumper", 1000, at=2),
+               entry("vip", 50, at=3, namespace="v")]
+    policy = PriorityPolicy(0, {"v": 100})
+    capped = queue.capped(entries, policy)
+    assert [e.priority for e in capped] == [0, 0, 50]
+    assert names(queue.admissions(capped, Limits(max_running=2))) == ["vip", "early"]
+    assert names(queue.admissions(entries, Limits(max_running=2))) == ["jumper", "vip"]

@@ -9,13 +9,12 @@ import pytest
 from functions.trainer.core import releases as rel
 from functions.trainer.core.api import Release
 
-UPSTREAM = Path(__file__).resolve().parents[4] / "shared" / "upstream" / "trainer-manifests"
 TRAINER = Release(name="Kubeflow Trainer", version="2.3.0",
                   repoUrl="https://github.com/kubeflow/trainer")
 
 
-def test_component_releases_of_the_shipped_metadata() -> None:
-    text = (UPSTREAM / "component_metadata.yaml").read_text()
+def test_component_releases_of_the_shipped_metadata(upstream_manifests: Path) -> None:
+    text = (upstream_manifests / "component_metadata.yaml").read_text()
     assert rel.component_releases(text) == (TRAINER,)
 
 

@@ -103,9 +103,15 @@ class DevStack:
     record: Path | None = None
     as_service_accounts: bool = True
     cluster: LocalCluster | None = None
+    # Processes per function, as Knative would scale a Service out: the router spreads
+    # deliveries over them.
+    replicas: int = 1
+    # Extra environment of every function process.
+    function_env: dict[str, str] = field(default_factory=dict)
     router: Router | None = None
     processes: list[Component] = field(default_factory=list)
     function_urls: dict[str, str] = field(default_factory=dict)
+    replica_urls: dict[str, list[str]] = field(default_factory=dict)
     _writer: JsonlWriter | None = None
 
     def start(self) -> DevStack:
@@ -125,7 +131,7 @@ class DevStack:
         self._install(kube)
         manifests = load_manifests(self.eventing_dir)
         identities = {i.service: i for i in function_identities(self.config_dir / "serving")}
-        subscribers: dict[str, str] = {}
+        subscribers: dict[str, list[str]] = {}
         for trigger in manifests.triggers:
             subscriber = ((trigger.get("spec") or {}).get("subscriber") or {}).get("ref") or {}
             service = str(subscriber.get("name", ""))
@@ -133,16 +139,21 @@ class DevStack:
                 service, service.rsplit("-", 1)[-1], "opendatahub", None)
             if identity.function not in FUNCTIONS or service in subscribers:
                 continue
-            url = self._start_function(kube, identity)
-            subscribers[service] = url
-            self.function_urls[identity.function] = url
+            kubeconfig = self._kubeconfig_for(kube, identity.namespace,
+                                              identity.service_account)
+            urls = [self._start_function(identity, kubeconfig, replica)
+                    for replica in range(self.replicas)]
+            subscribers[service] = urls
+            self.function_urls[identity.function] = urls[0]
+            self.replica_urls[identity.function] = urls
         self._writer = JsonlWriter(self.record) if self.record else None
         self.router = Router(self.eventing_dir, subscribers,
                              resync_interval=self.resync_interval, record=self._writer).start()
         for source in manifests.apiserver_sources:
             self._start_adapter(kube, source, self.router.url)
-        for url in self.function_urls.values():
-            _wait_http(url + "health/readiness", 60)
+        for urls in self.replica_urls.values():
+            for url in urls:
+                _wait_http(url + "health/readiness", 60)
 
     def _install(self, kube: KubeClient) -> None:
         """Our CRDs (validation is CEL inside them), the CRDs the Trainer depends on (JobSet, and
@@ -169,26 +180,27 @@ class DevStack:
         return token_kubeconfig(self.cluster.kubeconfig, token,
                                 self.cluster.root / f"{account}.kubeconfig")
 
-    def _start_function(self, kube: KubeClient, identity: FunctionIdentity) -> str:
+    def _start_function(self, identity: FunctionIdentity, kubeconfig: Path,
+                        replica: int = 0) -> str:
         assert self.cluster is not None
         port = free_port()
+        name = f"function-{identity.function}" + (f"-{replica}" if replica else "")
         env = dict(os.environ)
         env.update({
-            "KUBECONFIG": str(self._kubeconfig_for(kube, identity.namespace,
-                                                   identity.service_account)),
+            "KUBECONFIG": str(kubeconfig),
             "KUSTOMIZE_BIN": str(self.bin_dir / "kustomize"),
-            "TRAINER_WORK_DIR": str(self.cluster.root / f"work-{identity.function}"),
+            "TRAINER_WORK_DIR": str(self.cluster.root / f"work-{name}"),
             "TRAINER_RUNTIMES_DIR": str(REPO / "manifests" / "runtimes"),
             "TRAINER_IMAGESTREAMS_DIR": str(REPO / "manifests" / "imagestreams"),
             "PYTHONUNBUFFERED": "1",
         })
         if self.trainer_manifests is not None:
             env["TRAINER_MANIFESTS_DIR"] = str(self.trainer_manifests)
+        env.update(self.function_env)
         component = Component(
-            f"function-{identity.function}",
-            [sys.executable, "-m", "functions", "serve", identity.function,
-             "--host", "127.0.0.1", "--port", str(port)],
-            self.cluster.logs / f"function-{identity.function}.log", env=env)
+            name, [sys.executable, "-m", "functions", "serve", identity.function,
+                   "--host", "127.0.0.1", "--port", str(port)],
+            self.cluster.logs / f"{name}.log", env=env)
         component.start()
         self.processes.append(component)
         return f"http://127.0.0.1:{port}/"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,27 +66,50 @@ class Subscription:
     url: str
     delivery: DeliverySpec
     dead_letter_url: str | None
+    # Every replica behind the subscriber's address (``url`` first), for spreading deliveries
+    # as a Service's load balancer does.
+    replicas: tuple[str, ...] = ()
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        return self.replicas or (self.url,)
 
 
-def destination_url(destination: Mapping[str, Any] | None,
-                    subscribers: Mapping[str, str]) -> str | None:
-    """A Destination's URL: ``uri``, or its ``ref`` name looked up in ``subscribers``."""
+Subscribers = Mapping[str, "str | Sequence[str]"]
+
+
+def destination_urls(destination: Mapping[str, Any] | None,
+                     subscribers: Subscribers) -> tuple[str, ...]:
+    """A Destination's URLs: ``uri``, or its ``ref`` name looked up in ``subscribers`` (one URL
+    or one per replica)."""
     if not destination:
-        return None
+        return ()
     ref = destination.get("ref") or {}
     name = ref.get("name")
     if name and name in subscribers:
-        return subscribers[name]
+        return _urls(subscribers[name])
     uri = destination.get("uri")
-    return str(uri) if uri else None
+    return (str(uri),) if uri else ()
+
+
+def destination_url(destination: Mapping[str, Any] | None,
+                    subscribers: Subscribers) -> str | None:
+    """A Destination's (first) URL."""
+    urls = destination_urls(destination, subscribers)
+    return urls[0] if urls else None
+
+
+def _urls(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def subscriptions(manifests: EventingManifests,
-                  subscribers: Mapping[str, str]) -> tuple[list[Subscription], list[str]]:
+                  subscribers: Subscribers) -> tuple[list[Subscription], list[str]]:
     """Subscriptions for the Triggers whose subscriber has a URL, and a note per skipped one.
 
-    ``subscribers`` maps a Trigger name, or the name in its ``spec.subscriber.ref``, to a URL.
-    A Trigger's ``spec.delivery`` replaces its Broker's (as in Knative, not merged).
+    ``subscribers`` maps a Trigger name, or the name in its ``spec.subscriber.ref``, to a URL
+    (or to the URLs of its replicas). A Trigger's ``spec.delivery`` replaces its Broker's (as
+    in Knative, not merged).
     """
     brokers = {b["metadata"]["name"]: b for b in manifests.brokers}
     found: list[Subscription] = []
@@ -94,8 +117,9 @@ def subscriptions(manifests: EventingManifests,
     for trigger in manifests.triggers:
         name = trigger["metadata"]["name"]
         spec = trigger.get("spec") or {}
-        url = subscribers.get(name) or destination_url(spec.get("subscriber"), subscribers)
-        if url is None:
+        urls = (_urls(subscribers[name]) if name in subscribers
+                else destination_urls(spec.get("subscriber"), subscribers))
+        if not urls:
             skipped.append(f"Trigger {name}: no URL for its subscriber")
             continue
         broker_name = str(spec.get("broker", "default"))
@@ -104,9 +128,10 @@ def subscriptions(manifests: EventingManifests,
         delivery = DeliverySpec.from_spec(delivery_spec, BROKER_DEFAULT_DELIVERY
                                           if delivery_spec is None else DeliverySpec())
         found.append(Subscription(
-            name=name, broker=broker_name, filter=compile_trigger_filter(spec), url=url,
+            name=name, broker=broker_name, filter=compile_trigger_filter(spec), url=urls[0],
             delivery=delivery,
-            dead_letter_url=destination_url(delivery.dead_letter_sink, subscribers)))
+            dead_letter_url=destination_url(delivery.dead_letter_sink, subscribers),
+            replicas=urls if len(urls) > 1 else ()))
     return found, skipped
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from functions.core.delivery import is_success, should_retry
 from functions.core.triggers import binary_attributes, structured_attributes
 from functions.runtime.eventing import (
+    Subscribers,
     Subscription,
     load_manifests,
     ping_source_of,
@@ -91,14 +92,15 @@ class DeadLetter:
 class Router:
     """Broker emulation over the manifests in ``triggers_dir``.
 
-    :param subscribers: Trigger name or subscriber ``ref`` name -> URL.
+    :param subscribers: Trigger name or subscriber ``ref`` name -> URL, or the URLs of its
+        replicas (which take deliveries in turn, a retry maybe another).
     :param resync_interval: seconds between PingSource ticks; ``None`` takes each PingSource's
         schedule, ``0`` disables the ticker.
     :param record: called with every accepted event, as received.
     """
 
     triggers_dir: Path | str
-    subscribers: Mapping[str, str]
+    subscribers: Subscribers
     port: int = 0
     host: str = "127.0.0.1"
     resync_interval: float | None = None
@@ -119,6 +121,7 @@ class Router:
         self._in_flight: set[Future[Delivery]] = set()
         self._server = PostServer(self.accept, "router-ingress", self.host, self.port)
         self._connections = ConnectionPool()
+        self._turns: dict[str, int] = {}
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -206,8 +209,8 @@ class Router:
         attempts = 0
         for attempt in range(spec.retry + 1):
             attempts += 1
-            result = self._connections.post(subscription.url, headers, request.body,
-                                            spec.timeout or DEFAULT_TIMEOUT)
+            result = self._connections.post(self._endpoint(subscription), headers,
+                                            request.body, spec.timeout or DEFAULT_TIMEOUT)
             if is_success(result.status):
                 if result.body.strip():
                     log.warning("router: %s answered %s with a body; a Broker treats that as "
@@ -228,6 +231,16 @@ class Router:
         self._note(delivery)
         self._dead_letter(subscription, request, result, attempts)
         return delivery
+
+    def _endpoint(self, subscription: Subscription) -> str:
+        """The replica for the next attempt: each in turn (a retry may reach another)."""
+        endpoints = subscription.endpoints
+        if len(endpoints) == 1:
+            return endpoints[0]
+        with self._lock:
+            turn = self._turns.get(subscription.name, 0)
+            self._turns[subscription.name] = turn + 1
+        return endpoints[turn % len(endpoints)]
 
     def _note(self, delivery: Delivery) -> None:
         with self._lock:

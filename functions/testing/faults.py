@@ -55,6 +55,21 @@ def _status(code: int, reason: str, message: str,
                     json.dumps(body).encode())
 
 
+def plan_from_text(text: str, salt: int = 0) -> FaultPlan:
+    """A plan from ``rate=0.1,seed=3,kinds=throttle+conflict`` (the ``FUNCTIONS_API_FAULTS``
+    setting of a function process); ``salt`` varies the seed per process."""
+    fields: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in ("rate", "seed", "kinds"):
+            raise ValueError(f"fault plan: expected rate=, seed= or kinds=, got {part!r}")
+        fields[name] = value
+    return FaultPlan(rate=float(fields.get("rate", "0.2")),
+                     kinds=tuple(fields["kinds"].split("+")) if "kinds" in fields
+                     else FAULT_KINDS,
+                     seed=int(fields.get("seed", "0")) + salt)
+
+
 def _refusal(fault: str) -> Response:
     """The answer of a busy API server: ``throttle``, ``error`` or ``unavailable``."""
     if fault == "throttle":

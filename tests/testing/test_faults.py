@@ -8,7 +8,7 @@ from functions.core.errors import TemporaryError
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import CONFIGMAPS
 from functions.kube.transport import Request, Response, TransportError
-from functions.testing.faults import FAULT_KINDS, FaultInjectingTransport, FaultPlan
+from functions.testing.faults import FAULT_KINDS, FaultInjectingTransport, FaultPlan, plan_from_text
 
 
 class Counting:
@@ -93,3 +93,23 @@ def test_client_sees_retriable_faults_as_temporary_and_conflicts_as_api_errors()
         KubeClient(conflicts).patch(CONFIGMAPS, "x", {"data": {}}, "a")
     assert caught.value.conflict
     assert set(FAULT_KINDS) >= {"throttle", "conflict", "timeout", "reset"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    pytest.param("rate=0.1,seed=3", FaultPlan(rate=0.1, seed=3), id="rate-and-seed"),
+    pytest.param("kinds=throttle+conflict", FaultPlan(kinds=("throttle", "conflict")),
+                 id="kinds"),
+    pytest.param("", FaultPlan(), id="defaults"),
+])
+def test_plan_from_text(text: str, expected: FaultPlan) -> None:
+    assert plan_from_text(text) == expected
+    assert plan_from_text(text, salt=5).seed == expected.seed + 5
+
+
+@pytest.mark.parametrize("text", [
+    pytest.param("rate", id="no-value"), pytest.param("speed=3", id="unknown"),
+    pytest.param("rate=2", id="not-a-probability"), pytest.param("kinds=fire", id="bad-kind"),
+])
+def test_bad_plan_text_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        plan_from_text(text)

@@ -1,0 +1,174 @@
+"""Scale-out: every function runs as several processes behind the Broker (as Knative scales a
+Service), a share of their API requests fail, and a burst of jobs still ends exactly right.
+
+The stack is the dev stack (real ApiServerSource adapter, the router spreading deliveries over
+the replicas in turn, a retry perhaps to another) with the resync off, so the events alone
+must carry every job to its end. A watch from the test sees every pod and every status the
+jobs go through, and checks what concurrency between replicas could break:
+
+* no duplicate: each job's distinct pods are exactly its replicas plus the restarts it counted
+  (less the last one of a job that failed on backoffLimit, whose pod is not replaced); a
+  second create, a lost or a doubled count all break that;
+* restarts counted exactly once each, and backoffLimit honoured;
+* no status regression: a finished job stays finished with the same completion time, Created
+  is never lost;
+* nothing stuck: deleted jobs and their pods go away.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.cluster import kwok
+from functions.core.errors import TemporaryError
+from functions.dev.stack import DevStack
+from functions.jobs.core.frameworks import LABEL_JOB_NAME
+from functions.jobs.core.plan import RESTARTS_ANNOTATION
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from tests.jobs.driver import sample
+from tests.support import condition, wait_for
+
+REPLICAS = 3
+FAULTS = "rate=0.1,seed=11"
+SUCCEEDING, FAILING = 8, 4
+BACKOFF_LIMIT = 2
+NAMESPACE = "scale-out"
+INDEX = "training.kubeflow.org/replica-index"
+TYPE = "training.kubeflow.org/replica-type"
+
+Obj = dict[str, Any]
+
+
+def job(name: str, fail: bool) -> Obj:
+    """The sample PyTorchJob (Master 1, Worker 1); its pods finish by themselves (kwok), and the
+    failing ones exit 137, which restartPolicy ExitCode retries until backoffLimit."""
+    out = copy.deepcopy(sample("PyTorchJob"))
+    out["metadata"] = {"name": name, "namespace": NAMESPACE}
+    out["spec"].setdefault("runPolicy", {})["backoffLimit"] = BACKOFF_LIMIT
+    for rtype, spec in out["spec"]["pytorchReplicaSpecs"].items():
+        spec["replicas"] = 1
+        meta = spec["template"].setdefault("metadata", {})
+        labels, annotations = meta.setdefault("labels", {}), meta.setdefault("annotations", {})
+        annotations[kwok.DELAY_ANNOTATION] = "2s"
+        if fail and rtype == "Worker":
+            spec["restartPolicy"] = "ExitCode"
+            labels[kwok.RESULT_LABEL] = "fail"
+            annotations[kwok.EXIT_CODE_ANNOTATION] = "137"
+        elif not fail:
+            labels[kwok.RESULT_LABEL] = "succeed"
+    return out
+
+
+class History:
+    """Every pod uid per job and every status per job, from a watch in a thread."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+        self.pods: dict[str, set[str]] = defaultdict(set)
+        self.statuses: dict[str, list[Obj]] = defaultdict(list)
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._follow, args=(res,), daemon=True)
+                         for res in (resources.PODS, resources.PYTORCHJOBS)]
+
+    def __enter__(self) -> History:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _follow(self, res: resources.Resource) -> None:
+        version = "0"
+        while not self._stop.is_set():
+            try:
+                events = list(self.kube.watch(res, NAMESPACE, resource_version=version,
+                                              timeout_seconds=2))
+            except TemporaryError:
+                continue
+            for event in events:
+                obj = event.get("object") or {}
+                meta = obj.get("metadata") or {}
+                version = str(meta.get("resourceVersion") or version)
+                if event.get("type") in ("ADDED", "MODIFIED") and res is resources.PODS:
+                    job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+                    if job_name:
+                        self.pods[job_name].add(str(meta["uid"]))
+                elif event.get("type") in ("ADDED", "MODIFIED"):
+                    self.statuses[str(meta["name"])].append(obj.get("status") or {})
+
+
+def regressions(statuses: list[Obj]) -> list[str]:
+    found: list[str] = []
+    finished: tuple[str, str | None] | None = None
+    created = False
+    for status in statuses:
+        true = {c["type"] for c in status.get("conditions") or [] if c["status"] == "True"}
+        if created and "Created" not in true:
+            found.append("Created lost")
+        created = created or "Created" in true
+        if finished is not None:
+            if finished[0] not in true:
+                found.append(f"{finished[0]} lost")
+            if status.get("completionTime") != finished[1]:
+                found.append("completionTime changed")
+        for end in ("Succeeded", "Failed"):
+            if finished is None and end in true:
+                finished = (end, status.get("completionTime"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(bin_dir: Path) -> Iterator[DevStack]:
+    dev = DevStack(bin_dir, resync_interval=0, replicas=REPLICAS,
+                   function_env={"FUNCTIONS_API_FAULTS": FAULTS})
+    dev.start()
+    try:
+        yield dev
+    finally:
+        dev.stop()
+
+
+def test_replicas_under_faults_end_every_job_exactly_right(stack: DevStack) -> None:
+    assert stack.cluster is not None
+    kube = stack.cluster.client()
+    assert all(len(urls) == REPLICAS for urls in stack.replica_urls.values())
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                res=resources.NAMESPACES)
+    names = {f"ok-{i}": False for i in range(SUCCEEDING)} | {
+        f"fail-{i}": True for i in range(FAILING)}
+    with History(kube) as history:
+        for name, fail in names.items():
+            kube.create(job(name, fail), res=resources.PYTORCHJOBS)
+
+        def finished() -> bool:
+            jobs = kube.list(resources.PYTORCHJOBS, NAMESPACE)
+            return len(jobs) == len(names) and all(
+                condition(j, "Succeeded").get("status") == "True"
+                or condition(j, "Failed").get("status") == "True" for j in jobs)
+
+        wait_for(finished, 180, 0.5, "every job finished through events alone")
+        jobs = {j["metadata"]["name"]: j for j in kube.list(resources.PYTORCHJOBS, NAMESPACE)}
+    for name, fail in names.items():
+        obj = jobs[name]
+        restarts = int((obj["metadata"].get("annotations") or {}).get(RESTARTS_ANNOTATION, "0"))
+        end = "Failed" if fail else "Succeeded"
+        assert condition(obj, end).get("status") == "True", (name, obj.get("status"))
+        assert restarts == (BACKOFF_LIMIT if fail else 0), (name, restarts)
+        # Each restart made exactly one new pod, but the last of a job that failed on its
+        # backoffLimit: no duplicate, no count lost or doubled.
+        expected = 2 + restarts - (1 if fail else 0)
+        assert len(history.pods[name]) == expected, (name, restarts, history.pods[name])
+        assert regressions(history.statuses[name]) == [], name
+    for name in names:
+        kube.delete(resources.PYTORCHJOBS, name, NAMESPACE)
+    wait_for(lambda: not kube.list(resources.PYTORCHJOBS, NAMESPACE)
+             and not kube.list(resources.PODS, NAMESPACE), 60, 0.5, "jobs and pods gone")

@@ -188,6 +188,16 @@ class ObjectCache:
             return False
         return informer.store.caught_up(obj, timeout)
 
+    def reached(self, resources: Iterable[Resource], version: int, timeout: float) -> bool:
+        """Whether the watches of ``resources`` (those cached) have all got to ``version``."""
+        for res in resources:
+            informer = self.informer(res, start=False)
+            if informer is None:
+                continue
+            if not informer.synced.is_set() or not informer.store.reached(version, timeout):
+                return False
+        return True
+
     # -- this process's writes --------------------------------------------------------------------
 
     def written(self, res: Resource, obj: Obj) -> None:

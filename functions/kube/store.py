@@ -53,6 +53,7 @@ class Store:
         self.kind = kind
         self.index_label = index_label
         self.high_water = 0
+        self.last_change = float("-inf")  # monotonic time the watch last moved high_water
         self._lock = threading.Lock()
         self._progress = threading.Condition(self._lock)
         self._objects: dict[Key, Obj] = {}
@@ -72,6 +73,18 @@ class Store:
     def __len__(self) -> int:
         with self._lock:
             return len(self._objects)
+
+    def reached(self, version: int, timeout: float = 0.0) -> bool:
+        """Whether the watch has got to ``version`` (everything up to it is applied), waiting
+        up to ``timeout`` while it is moving; a watch idle for a second is not waited for."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self.high_water < version:
+                now = time.monotonic()
+                if now >= deadline or now - self.last_change > 1.0:
+                    return False
+                self._progress.wait(deadline - now)
+            return True
 
     def caught_up(self, obj: Obj, timeout: float = 0.0) -> bool:
         """Whether the store reflects ``obj``'s version (or a newer state of that object, or a
@@ -102,14 +115,16 @@ class Store:
             for item in items:
                 self._put(_key(item), self._complete(item))
             self.high_water = max(self.high_water, _int(version))
+            self.last_change = time.monotonic()
             self._progress.notify_all()
 
     def apply(self, event_type: str, obj: Obj) -> None:
         """One watch event (``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``)."""
         version = version_of(obj)
         with self._lock:
-            if version is not None:
-                self.high_water = max(self.high_water, version)
+            if version is not None and version > self.high_water:
+                self.high_water = version
+                self.last_change = time.monotonic()
                 if self._gone:
                     for key in [k for k, v in self._gone.items() if v <= self.high_water]:
                         del self._gone[key]

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from functions.core.events import ApiEvent
     from functions.kube.cache import CacheSpec, ObjectCache
     from functions.kube.client import KubeClient, RequestHook
+    from functions.kube.resources import Resource
     from functions.runtime.dispatch import Dispatcher
     from functions.runtime.metrics import Metrics
     from functions.runtime.recorder import EventRecorder
@@ -60,6 +61,12 @@ FUNCTION_CHOICES = ("reconcile", "gc", "status", "all")
 # How long an event waits for the watch cache to reach the version it announces (the watch
 # is usually ahead of the event, which crossed the Broker) before its pass reads the API server.
 CATCH_UP_SECONDS = 1.0
+# reconcile is not sent Pod updates (eventing/triggers.yaml): what it acts on in a pod also
+# changes the job's status. So for a job event at version R it reads its children from the
+# cache only when their watches have got to R (everything the status function saw when it
+# wrote R is then in), waiting this long while they move; else it reads them fresh.
+CHILD_BARRIER_FUNCTIONS = ("reconcile",)
+CHILD_BARRIER_SECONDS = 0.5
 _WARM_MODULES = ("functions.core.events", "functions.runtime.dispatch",
                  "functions.runtime.metrics", "functions.kube.client",
                  "functions.runtime.recorder")
@@ -119,6 +126,7 @@ class FunctionRuntime:
         self._reader: Reader | None = None
         self._reader_kube: KubeClient | None = None
         self.cache_specs: list[CacheSpec] = []
+        self._child_caches: dict[tuple[str, str], list[Resource]] = {}
         self.dispatchers: list[Dispatcher] = []
 
     # -- startup --------------------------------------------------------------------------------
@@ -137,6 +145,8 @@ class FunctionRuntime:
                            else load_controllers(_controller_modules()))
             if os.environ.get("FUNCTIONS_CACHE", "on") != "off":
                 self.cache_specs = _cache_specs(controllers, self.functions)
+                if set(self.functions) & set(CHILD_BARRIER_FUNCTIONS):
+                    self._child_caches = _child_caches(controllers, self.cache_specs)
             metrics = self.metrics()
             locks = KeyLocks() if len(self.functions) > 1 else None
             self.dispatchers = [
@@ -207,16 +217,24 @@ class FunctionRuntime:
         if self._cache is None or event.object is None or event.ref is None:
             return False
         from functions.kube.resources import known
+        from functions.kube.store import version_of
         res = known(event.ref.api_version, event.ref.kind)
-        return res is not None and not self._cache.caught_up(res, event.object,
-                                                              CATCH_UP_SECONDS)
+        if res is None:
+            return False
+        if not self._cache.caught_up(res, event.object, CATCH_UP_SECONDS):
+            return True
+        children = self._child_caches.get((res.group, res.kind), [])
+        version = version_of(event.object)
+        return bool(children) and version is not None and not self._cache.reached(
+            children, version, CHILD_BARRIER_SECONDS)
 
     def recorder(self) -> EventRecorder:
         kube = self.kube()
         with self._guard:
             if self._recorder is None:
                 from functions.runtime.recorder import EventRecorder
-                self._recorder = EventRecorder(kube, f"odh-training-{self.function}")
+                self._recorder = EventRecorder(kube, f"odh-training-{self.function}",
+                                               background=True)
             return self._recorder
 
     def _observe_api_request(self, verb: str, code: int, seconds: float) -> None:
@@ -242,6 +260,19 @@ class FunctionRuntime:
         kind = event.ref.kind if event.ref is not None else ""
         metrics.event(self.function, event.type, kind, outcome.kind)
         return outcome_answer(outcome)
+
+
+def _child_caches(controllers: Sequence[Controller],
+                  specs: Sequence[CacheSpec]) -> dict[tuple[str, str], list[Resource]]:
+    """Per parent (group, kind), the cached resources of its children."""
+    found: dict[tuple[str, str], list[Resource]] = {}
+    for controller in controllers:
+        kinds = {(child.api_version.rpartition("/")[0], child.kind)
+                 for child in controller.children}
+        cached = [s.resource for s in specs if (s.resource.group, s.resource.kind) in kinds]
+        if cached:
+            found[(controller.parent.group, controller.parent.kind)] = cached
+    return found
 
 
 def _cache_specs(controllers: Sequence[Controller],

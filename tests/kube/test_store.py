@@ -5,6 +5,7 @@ real API server are tested in test_cache_cluster.py."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -138,3 +139,17 @@ def test_caught_up_waits_for_the_watch() -> None:
     assert s.caught_up(pod("p", 8), timeout=5)
     timer.join()
     assert not s.caught_up(pod("p", 9), timeout=0.05)
+
+
+def test_reached_waits_only_for_a_moving_watch() -> None:
+    s = store()
+    s.apply("ADDED", pod("p", 5))
+    assert s.reached(5) and not s.reached(6)
+    timer = threading.Timer(0.05, s.apply, args=("MODIFIED", pod("q", 9)))
+    timer.start()
+    assert s.reached(8, timeout=5)               # moving: waited for
+    timer.join()
+    s.last_change -= 2                           # idle for two seconds
+    started = time.monotonic()
+    assert not s.reached(10, timeout=5)
+    assert time.monotonic() - started < 1        # idle: not waited for

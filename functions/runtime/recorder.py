@@ -2,12 +2,19 @@
 
 Event names are derived from the involved object's uid, the reason and the message, so a
 redelivered CloudEvent that leads to the same Event bumps its count instead of adding another.
+
+Recording is best effort. A function process records in the background (``background=True``,
+as client-go's event broadcaster does): a pass never waits for its Events, which are a third
+of a job's API requests; when the queue is full or the process stops, queued Events are lost.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import queue
+import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,12 +29,49 @@ WARNING = "Warning"
 
 
 class EventRecorder:
-    def __init__(self, kube: KubeClient, component: str) -> None:
+    queue_size = 1000
+
+    def __init__(self, kube: KubeClient, component: str, *, background: bool = False) -> None:
         self.kube = kube
         self.component = component
+        self._queue: queue.Queue[tuple[dict[str, Any], str, str, str]] | None = None
+        if background:
+            self._queue = queue.Queue(self.queue_size)
+            threading.Thread(target=self._send_queued, name="event-recorder",
+                             daemon=True).start()
 
     def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         """Best effort: a failure to record is logged, never raised."""
+        if self._queue is None:
+            self._record(obj, event_type, reason, message)
+            return
+        try:
+            self._queue.put_nowait((obj, event_type, reason, message))
+        except queue.Full:
+            log.warning("event queue full; dropped %s on %s", reason,
+                        (obj.get("metadata") or {}).get("name"))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued Event has been sent (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._queue is not None and self._queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _send_queued(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                self._record(*item)
+            except Exception:
+                log.exception("cannot record an event")
+            finally:
+                self._queue.task_done()
+
+    def _record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         uid = str(meta.get("uid", ""))

@@ -26,7 +26,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "trainer": {"repeats": 1},
     "jobs": {"repeats": 1, "jobs": 10, "burst": None},
     "resync": {"repeats": 2, "jobs": 20},
-    "throughput": {"repeats": 2, "events": 200, "jobs": 5},
+    "throughput": {"repeats": 2, "events": 200, "jobs": 5, "replicas": (1, 2)},
     "burst": BURST_QUICK,
 }
 

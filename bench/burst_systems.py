@@ -6,7 +6,8 @@
   the upstream CRDs;
 * ``ours`` — the product's dev stack (``functions.dev.stack.DevStack``: the functions under
   gunicorn with their own ServiceAccounts, the real ApiServerSource adapters, the Broker
-  emulation router) with our CRDs.
+  emulation router) with our CRDs; ``ours-x2`` and ``ours-x4`` run each function as 2 or 4
+  processes (replicas), the router spreading deliveries over them.
 
 Each :class:`Started` says which processes and API identities belong to the controller and
 which to its event path, so one measuring loop (``bench.burst``) serves every system.
@@ -25,7 +26,8 @@ from bench.jobs import REPO
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
 
-SYSTEMS = ("limit", "go-default", "go-tuned", "ours")
+SYSTEMS = ("limit", "go-default", "go-tuned", "ours", "ours-x2", "ours-x4")
+REPLICAS = {"ours": 1, "ours-x2": 2, "ours-x4": 4}
 NAMESPACE_OF_FUNCTIONS = "opendatahub"
 FUNCTION_ACCOUNTS = ("odh-training-reconcile", "odh-training-gc", "odh-training-status")
 ADAPTER_ACCOUNT = "odh-training-events"
@@ -53,8 +55,8 @@ class Started:
 def start(system: str, bin_dir: Path) -> Started:
     """A fresh cluster (audit log on, the burst nodes) with ``system`` running on it."""
     cluster = LocalCluster(bin_dir, audit=True, nodes=nodes())
-    if system == "ours":
-        return _ours(cluster, bin_dir)
+    if system in REPLICAS:
+        return _ours(cluster, bin_dir, REPLICAS[system])
     cluster.start()
     try:
         if system == "limit":
@@ -75,11 +77,11 @@ def start(system: str, bin_dir: Path) -> Started:
     return Started(cluster, (GO_USER,), [operator.pid], stop=stop)
 
 
-def _ours(cluster: LocalCluster, bin_dir: Path) -> Started:
+def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
     """The dev stack as it is, with the resync ticker off (the burst is event-driven)."""
     from functions.dev.stack import DevStack
 
-    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster).start()
+    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas).start()
 
     def pids(prefix: str) -> list[int]:
         return [c.process.pid for c in stack.processes

@@ -10,6 +10,10 @@ Two workloads:
 * ``ignored_events_per_s`` — events about a kind no controller owns (parse, route, answer):
   the runtime's own ceiling.
 
+``scale_out`` repeats the first workload with the function as 1, 2 and 4 separate processes
+(replicas, as Knative scales a Service out), the senders spread over them: what replicas add
+on this machine (two cores are shared by the API server, the senders and the replicas).
+
 ``python -m bench.throughput [--events N] [--jobs N] [--repeats N]``
 """
 
@@ -72,12 +76,14 @@ def _wait_ready(port: int, timeout: float = 60) -> None:
     raise TimeoutError("the served function never became ready")
 
 
-def blast(port: int, events: list[Event], senders: int = SENDERS) -> float:
-    """Send every event (spread over ``senders`` keep-alive connections); events/s."""
+def blast(ports: int | list[int], events: list[Event], senders: int = SENDERS) -> float:
+    """Send every event (spread over ``senders`` keep-alive connections, and those over
+    ``ports``); events/s."""
     failures: list[int] = []
-    shares = [events[i::senders] for i in range(senders)]
+    targets = [ports] if isinstance(ports, int) else ports
+    shares = [(targets[i % len(targets)], events[i::senders]) for i in range(senders)]
 
-    def send(share: list[Event]) -> None:
+    def send(port: int, share: list[Event]) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
             for headers, body in share:
@@ -89,7 +95,7 @@ def blast(port: int, events: list[Event], senders: int = SENDERS) -> float:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=send, args=(share,)) for share in shares]
+    threads = [threading.Thread(target=send, args=share) for share in shares]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -101,33 +107,58 @@ def blast(port: int, events: list[Event], senders: int = SENDERS) -> float:
     return len(events) / elapsed
 
 
-def run(repeats: int = 3, events: int = 3000, jobs: int = 50) -> dict[str, Any]:
+def _serve(count: int, env: dict[str, str], tmp: str) -> tuple[list[int], list[Any]]:
+    """``count`` processes of ``serve reconcile`` (one worker, eight threads each)."""
+    ports, processes = [], []
+    for index in range(count):
+        port = free_port()
+        log = (Path(tmp) / f"serve-{index}.log").open("wb")
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",
+             "--port", str(port), "--workers", "1", "--threads", "8"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+        ports.append(port)
+    for port in ports:
+        _wait_ready(port)
+    return ports, processes
+
+
+def _stop(processes: list[Any]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(30)
+
+
+def run(repeats: int = 3, events: int = 3000, jobs: int = 50,
+        replicas: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
+    if 1 not in replicas:
+        raise ValueError("replicas must include 1 (the per-worker figures)")
+    scale_out: dict[str, Any] = {}
+    job_rates: list[float] = []
+    ignored_rates: list[float] = []
     with local_cluster() as cluster, tempfile.TemporaryDirectory() as tmp:
         kube: KubeClient = cluster.client()
         converged_fleet(kube, jobs)
         job_objects = kube.list(resources.PYTORCHJOBS, NAMESPACE)
         job_events = [resource_event(job_objects[i % len(job_objects)]) for i in range(events)]
         ignored = [foreign_event() for _ in range(events)]
-        port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
-               "PROMETHEUS_MULTIPROC_DIR": tmp}
-        log = (Path(tmp) / "serve.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1", "--threads", "8"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_ready(port)
-            blast(port, job_events[: max(1, events // 10)])  # warm the worker's caches
-            job_rates = [blast(port, job_events) for _ in range(repeats)]
-            ignored_rates = [blast(port, ignored) for _ in range(repeats)]
-        finally:
-            process.terminate()
-            process.wait(30)
-            log.close()
+        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+        for count in replicas:
+            ports, processes = _serve(count, {**env, "PROMETHEUS_MULTIPROC_DIR": tmp}, tmp)
+            try:
+                blast(ports, job_events[: max(1, events // 10)])  # warm caches
+                rates = [blast(ports, job_events, SENDERS * count) for _ in range(repeats)]
+                if count == 1:
+                    job_rates = rates
+                    ignored_rates = [blast(ports, ignored) for _ in range(repeats)]
+                scale_out[f"replicas_{count}_job_events_per_s"] = summary(rates, 1)
+            finally:
+                _stop(processes)
     return {"events": events, "jobs": jobs, "senders": SENDERS, "gunicorn_workers": 1,
             "threads": 8, "job_events_per_s": summary(job_rates, 1),
-            "ignored_events_per_s": summary(ignored_rates, 1)}
+            "ignored_events_per_s": summary(ignored_rates, 1), "scale_out": scale_out}
 
 
 def main() -> int:

@@ -29,7 +29,9 @@ WARNING = "Warning"
 
 
 class EventRecorder:
-    queue_size = 1000
+    # A burst of 1,000 jobs queues about 7,000 Events; four senders keep up with it.
+    queue_size = 10_000
+    senders = 4
 
     def __init__(self, kube: KubeClient, component: str, *, background: bool = False) -> None:
         self.kube = kube
@@ -37,8 +39,9 @@ class EventRecorder:
         self._queue: queue.Queue[tuple[dict[str, Any], str, str, str]] | None = None
         if background:
             self._queue = queue.Queue(self.queue_size)
-            threading.Thread(target=self._send_queued, name="event-recorder",
-                             daemon=True).start()
+            for index in range(self.senders):
+                threading.Thread(target=self._send_queued, name=f"event-recorder-{index}",
+                                 daemon=True).start()
 
     def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         """Best effort: a failure to record is logged, never raised."""

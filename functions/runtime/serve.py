@@ -88,7 +88,13 @@ def _remove_in_master(directory: str, master: int) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def serve(function: str, port: int, workers: int = 1, threads: int = 8,
+# Event functions serve with two threads: more contend for the GIL and cost CPU per event;
+# Knative scales a busy function out instead. The REST API keeps more.
+DEFAULT_THREADS = {"api": 8}
+EVENT_FUNCTION_THREADS = 2
+
+
+def serve(function: str, port: int, workers: int = 1, threads: int = EVENT_FUNCTION_THREADS,
           host: str = "0.0.0.0") -> None:  # noqa: S104
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         directory = tempfile.mkdtemp(prefix="functions-metrics-")
@@ -103,10 +109,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "1")))
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("THREADS", "8")))
+    parser.add_argument("--threads", type=int, default=None,
+                        help="request threads (default: $THREADS, else 2; 8 for api)")
     parser.set_defaults(handler=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
-    serve(args.function, args.port, args.workers, args.threads, args.host)
+    threads = args.threads or int(os.environ.get("THREADS") or DEFAULT_THREADS.get(
+        args.function, EVENT_FUNCTION_THREADS))
+    serve(args.function, args.port, args.workers, threads, args.host)
     return 0

@@ -175,6 +175,7 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
         "controller_requests": burst_audit.combined(audit, started.controller_users),
         "event_path_requests": burst_audit.combined(audit, started.event_path_users),
         "requests_by_user": {user: c["total"] for user, c in audit.items()},
+        **(started.delivery_counts() if started.delivery_counts else {}),
     }
     for name, value in end.items():
         result[f"{name}_at_end"] = round(value - before[name], 2)
@@ -187,6 +188,8 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
 
 TIMES = ("created_s", "running_s")
 COUNTS = ("jobs_not_created", "jobs_not_running", "create_errors")
+# only for systems with an event path of their own (ours): none may be lost
+DELIVERY_COUNTS = ("deliveries", "retried_deliveries", "dead_letters")
 
 
 def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -201,6 +204,9 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             found[name] = summary(values)
     for name in COUNTS:
         found[name] = summary(r.get(name, 0) for r in runs)
+    for name in DELIVERY_COUNTS:
+        if any(name in r for r in runs):
+            found[name] = summary(r.get(name, 0) for r in runs)
     for name in sorted({k for r in runs for k in r if k.endswith(("_at_created", "_at_end"))}):
         values = [r[name] for r in runs if r.get(name) is not None]
         if values:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.burst_go import SETTINGS, GoOperator, install_crds
 from bench.burst_go import USER as GO_USER
@@ -25,6 +26,9 @@ from bench.burst_workload import nodes
 from bench.jobs import REPO
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
+
+if TYPE_CHECKING:
+    from functions.dev.stack import DevStack
 
 SYSTEMS = ("limit", "go-default", "go-tuned", "ours", "ours-x2", "ours-x4")
 REPLICAS = {"ours": 1, "ours-x2": 2, "ours-x4": 4}
@@ -50,6 +54,8 @@ class Started:
     # threads of this process that belong to the system (the router of the dev stack)
     in_process_threads: Callable[[str], bool] | None = None
     stop: Callable[[], None] = lambda: None
+    # what the event path did with the events (deliveries, retries, dead letters)
+    delivery_counts: Callable[[], dict[str, int]] | None = None
 
 
 def start(system: str, bin_dir: Path) -> Started:
@@ -92,4 +98,14 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
         event_path_users=(service_account(ADAPTER_ACCOUNT),), event_path_pids=pids("adapter-"),
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
-        stop=stack.stop)
+        stop=stack.stop, delivery_counts=lambda: _deliveries(stack))
+
+
+def _deliveries(stack: DevStack) -> dict[str, int]:
+    router = stack.router
+    if router is None:
+        return {}
+    deliveries = list(router.deliveries)
+    return {"deliveries": len(deliveries),
+            "retried_deliveries": sum(1 for d in deliveries if d.attempts > 1),
+            "dead_letters": len(router.dead_letters)}

@@ -18,7 +18,7 @@ from bench.burst import QUICK as BURST_QUICK
 from bench.report import write_report
 
 RESULTS = Path(__file__).parent / "results"
-SUITES = ("runtime", "cluster", "trainer", "jobs", "resync", "throughput", "burst")
+SUITES = ("runtime", "cluster", "trainer", "jobs", "resync", "throughput", "coldburst", "burst")
 # Small sizes for the CI smoke run: figures are printed, never asserted.
 QUICK: dict[str, dict[str, Any]] = {
     "runtime": {"repeats": 3, "iterations": 200},
@@ -27,6 +27,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "jobs": {"repeats": 1, "jobs": 10, "burst": None},
     "resync": {"repeats": 2, "jobs": 20},
     "throughput": {"repeats": 2, "events": 200, "jobs": 5, "replicas": (1, 2)},
+    "coldburst": {"repeats": 1, "jobs": 10, "down": 1.0},
     "burst": BURST_QUICK,
 }
 

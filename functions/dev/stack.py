@@ -112,6 +112,9 @@ class DevStack:
     processes: list[Component] = field(default_factory=list)
     function_urls: dict[str, str] = field(default_factory=dict)
     replica_urls: dict[str, list[str]] = field(default_factory=dict)
+    # how each replica was started (identity, kubeconfig, replica, port), to start it again
+    _launches: dict[str, list[tuple[FunctionIdentity, Path, int, int]]] = field(
+        default_factory=dict)
     _writer: JsonlWriter | None = None
 
     def start(self) -> DevStack:
@@ -141,8 +144,10 @@ class DevStack:
                 continue
             kubeconfig = self._kubeconfig_for(kube, identity.namespace,
                                               identity.service_account)
-            urls = [self._start_function(identity, kubeconfig, replica)
-                    for replica in range(self.replicas)]
+            launches = [(identity, kubeconfig, replica, free_port())
+                        for replica in range(self.replicas)]
+            self._launches[identity.function] = launches
+            urls = [self._start_function(*launch) for launch in launches]
             subscribers[service] = urls
             self.function_urls[identity.function] = urls[0]
             self.replica_urls[identity.function] = urls
@@ -180,10 +185,23 @@ class DevStack:
         return token_kubeconfig(self.cluster.kubeconfig, token,
                                 self.cluster.root / f"{account}.kubeconfig")
 
+    def stop_function(self, function: str) -> None:
+        """Stop every replica of ``function`` (as Knative scales a Service to zero); events
+        for it fail and are retried until :meth:`start_function`."""
+        for component in [c for c in self.processes if _runs(c, function)]:
+            if component.process is not None:
+                stop_process_group(component.process.pid)
+            self.processes.remove(component)
+
+    def start_function(self, function: str) -> None:
+        """Start the replicas of ``function`` again, on the ports the router knows; returns
+        once they are spawned (not ready)."""
+        for launch in self._launches[function]:
+            self._start_function(*launch)
+
     def _start_function(self, identity: FunctionIdentity, kubeconfig: Path,
-                        replica: int = 0) -> str:
+                        replica: int, port: int) -> str:
         assert self.cluster is not None
-        port = free_port()
         name = f"function-{identity.function}" + (f"-{replica}" if replica else "")
         env = dict(os.environ)
         env.update({
@@ -249,6 +267,11 @@ class DevStack:
         if self.cluster is not None:
             self.cluster.stop()
             self.cluster = None
+
+
+def _runs(component: Component, function: str) -> bool:
+    name = component.name
+    return name == f"function-{function}" or name.startswith(f"function-{function}-")
 
 
 def _wait_http(url: str, timeout: float) -> None:

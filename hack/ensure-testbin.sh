@@ -50,7 +50,7 @@ declare -A GROUP_BINS=(
   [kubernetes]="kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler kubectl:k8s.io/kubernetes/cmd/kubectl"
   [kwok]="kwok:sigs.k8s.io/kwok/cmd/kwok"
   [kustomize]="kustomize:sigs.k8s.io/kustomize/kustomize/v5"
-  [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter"
+  [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter eventing_controller:knative.dev/eventing/cmd/controller eventing_webhook:knative.dev/eventing/cmd/webhook mtchannel_broker:knative.dev/eventing/cmd/mtchannel_broker broker_ingress:knative.dev/eventing/cmd/broker/ingress broker_filter:knative.dev/eventing/cmd/broker/filter imc_controller:knative.dev/eventing/cmd/in_memory/channel_controller imc_dispatcher:knative.dev/eventing/cmd/in_memory/channel_dispatcher mtping:knative.dev/eventing/cmd/mtping"
   [crds]=""
   [training-operator]="training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1"
 )
@@ -64,6 +64,13 @@ CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases
 knative.dev/serving@v0.49.0:config/core/300-resources
 knative.dev/eventing@v0.49.2:config/core/resources
 github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml"
+# Knative Eventing's own install manifests, taken as data from the module the knative group
+# builds (same version): "directory in the module:directory under knative-eventing/". The
+# local dev stack applies them (functions/dev/knative.py) and runs the Deployments' images.
+KNATIVE_CONFIG="config/core:core
+config/brokers/mt-channel-broker:mt-channel-broker
+config/channels/in-memory-channel:in-memory-channel
+third_party/eventing-integrations-latest:integrations"
 groups="${TESTBIN_ONLY:-$ALL_GROUPS} ${TESTBIN_EXTRA:-}"
 for group in $groups; do
   if [ -z "${GROUP_DIR[$group]:-}" ]; then
@@ -90,6 +97,7 @@ group_key() {
   {
     go version
     if [ "$group" = crds ]; then echo "$CRD_MODULES"; else cat "$dir/go.mod" "$dir/go.sum"; fi
+    [ "$group" = knative ] && echo "$KNATIVE_CONFIG"
     echo "${GROUP_BINS[$group]}"
     [ "$group" = kubernetes ] && ldflags_k8s
     echo "flags:-trimpath -tags=selinux,notest,grpcnotrace -pgo=off"
@@ -128,6 +136,17 @@ build_group() {
     mkdir -p "$out/training-operator-crds"
     cp "$moddir"/manifests/base/crds/kubeflow.org_*.yaml "$out/training-operator-crds/"
     chmod -R u+w "$out/training-operator-crds"
+  fi
+  if [ "$group" = knative ]; then
+    local moddir spec from to
+    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' knative.dev/eventing)
+    for spec in $KNATIVE_CONFIG; do
+      IFS=: read -r from to <<< "$spec"
+      [ -d "$moddir/$from" ] || { log "no $from in knative.dev/eventing"; return 1; }
+      mkdir -p "$out/knative-eventing/$to"
+      (cd "$moddir/$from" && find . -name '*.yaml' -exec cp --parents {} "$out/knative-eventing/$to/" \;)
+    done
+    chmod -R u+w "$out/knative-eventing"
   fi
   if [ "$group" = kwok ]; then
     # kwok has no built-in stages; keep the module's stage files next to the binary.
@@ -172,7 +191,8 @@ ensure_group() {
 }
 
 # Data directories a group provides beside its binaries.
-declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds [training-operator]=training-operator-crds)
+declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds [training-operator]=training-operator-crds
+  [knative]=knative-eventing)
 
 declare -A resolved=()
 for group in $groups; do

@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 RESULT_LABEL = "kwok.x-k8s.io/result"
 EXIT_CODE_ANNOTATION = "kwok.x-k8s.io/exit-code"
 DELAY_ANNOTATION = "kwok.x-k8s.io/delay"
@@ -96,17 +98,33 @@ def finish_stage(result: str) -> str:
     )
 
 
-def stages_config(stage_dir: Path) -> str:
-    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``."""
+def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
+    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``.
+
+    Pods whose (first) container image is in ``local_images`` are left alone by the pod
+    stages that would start them: another kubelet runs those (:mod:`functions.dev.kubelet`).
+    Their deletion is still finished by kwok.
+    """
     documents = []
     for relative in UPSTREAM_STAGES:
         path = stage_dir / relative
         if not path.exists():
             raise FileNotFoundError(f"kwok stage file missing: {path}")
-        documents.append(path.read_text().strip())
+        text = path.read_text().strip()
+        if local_images and relative.startswith("pod/") and "pod-delete" not in relative:
+            text = _skip_images(text, local_images)
+        documents.append(text)
     documents.append(finish_stage("succeed").strip())
     documents.append(finish_stage("fail").strip())
     return "\n---\n".join(documents) + "\n"
+
+
+def _skip_images(stage: str, images: tuple[str, ...]) -> str:
+    doc = yaml.safe_load(stage)
+    expressions = doc["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])
+    expressions.append({"key": ".spec.containers[0].image", "operator": "NotIn",
+                        "values": list(images)})
+    return yaml.safe_dump(doc, sort_keys=False).strip()
 
 
 def node(name: str, *, cpu: str = "64", memory: str = "256Gi", pods: str = "1500",

@@ -125,6 +125,15 @@ class LocalCluster:
     # requests per client identity). Blocking mode: an event is written in the request's path,
     # so none is ever dropped and the log is complete once the answers are in.
     audit: bool = False
+    # Controllers of kube-controller-manager to run besides KCM_CONTROLLERS (e.g. the
+    # endpoints controller, for clients that still read v1 Endpoints).
+    extra_controllers: tuple[str, ...] = ()
+    # The Unix socket of an HTTP CONNECT proxy for the API server's egress to the cluster
+    # network (admission webhooks and other services it calls); without it, it dials Service
+    # IPs directly, and nothing answers there.
+    egress_socket: Path | None = None
+    # Images whose pods kwok must not start (another kubelet runs them).
+    kwok_local_images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.root = self.state_dir or Path(tempfile.mkdtemp(prefix="odh-cluster-"))
@@ -191,6 +200,7 @@ class LocalCluster:
             "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
             "--event-ttl=1h",
             *self._audit_args(),
+            *self._egress_args(),
         ])
         admin_ssl = self._admin_ssl(ca.files.cert, admin)
         self._wait(apiserver, deadline,
@@ -207,7 +217,7 @@ class LocalCluster:
         kcm_port, scheduler_port = free_port(), free_port()
         kcm = self._component("kube-controller-manager", [
             *common, f"--secure-port={kcm_port}",
-            f"--controllers={','.join(KCM_CONTROLLERS)}",
+            f"--controllers={','.join((*KCM_CONTROLLERS, *self.extra_controllers))}",
             f"--root-ca-file={ca.files.cert}",
             f"--service-account-private-key-file={sa.key}",
             "--use-service-account-credentials=false",
@@ -220,7 +230,8 @@ class LocalCluster:
             "--kube-api-qps=1000", "--kube-api-burst=2000",
         ])
         stages = self.root / "kwok-stages.yaml"
-        stages.write_text(kwok.stages_config(self.bin_dir / "kwok-stages"))
+        stages.write_text(kwok.stages_config(self.bin_dir / "kwok-stages",
+                                             self.kwok_local_images))
         kwok_process = self._component("kwok", [
             f"--kubeconfig={self.kubeconfig}", f"--config={stages}",
             f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
@@ -324,6 +335,17 @@ class LocalCluster:
                 "--audit-log-format=json", "--audit-log-mode=blocking",
                 # one file however long the run (the default rotates at 100 MB)
                 "--audit-log-maxsize=1000000"]
+
+    def _egress_args(self) -> list[str]:
+        if self.egress_socket is None:
+            return []
+        config = self.root / "egress-selector.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "apiserver.k8s.io/v1beta1", "kind": "EgressSelectorConfiguration",
+            "egressSelections": [{"name": "cluster", "connection": {
+                "proxyProtocol": "HTTPConnect",
+                "transport": {"uds": {"udsName": str(self.egress_socket)}}}}]}))
+        return [f"--egress-selector-config-file={config}"]
 
     def _write_kubeconfig(self, path: Path, ca: Path, cert: pki.CertFiles, user: str) -> None:
         def b64(file: Path) -> str:

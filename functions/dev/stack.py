@@ -1,9 +1,15 @@
 """The whole product on one machine: a local cluster, our CRDs and RBAC, the three functions
-under gunicorn, the real ApiServerSource receive adapter and a Broker-like router.
+under gunicorn, and the event path in front of them.
 
-The same manifests a cluster applies drive it: the Triggers, Broker and PingSource in
-``eventing/`` configure the router, each ApiServerSource there configures one adapter process,
-and each function runs with a token of the ServiceAccount its Knative Service in
+The event path is, by default, the real one (``broker="knative"``): Knative Eventing's own
+controllers, webhook, ApiServerSource and PingSource adapters, multi-tenant channel-based
+Broker and in-memory channel, run as local pods (:mod:`functions.dev.knative_stack`), fed our
+``eventing/`` manifests unchanged. ``broker="emulated"`` keeps the earlier stand-in: the
+ApiServerSource adapter run with a configuration we derive, and the Broker, Triggers and
+PingSource emulated by :class:`~functions.runtime.router.Router`; the benchmarks use it, to
+measure the functions rather than the in-memory channel.
+
+Either way each function runs with a token of the ServiceAccount its Knative Service in
 ``config/serving/`` names, so a missing RBAC rule fails here as it would in a cluster.
 """
 
@@ -16,13 +22,15 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, Literal
 
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
-from functions.kube import resources
+from functions.dev import knative
+from functions.dev.core.podspec import IMAGE_BINARIES
+from functions.dev.knative_stack import KnativeEventing
+from functions.dev.kubelet import sandbox_available
+from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
 from functions.runtime.eventing import adapter_environment, load_manifests
 from functions.runtime.recording import JsonlWriter
@@ -32,7 +40,12 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("reconcile", "gc", "status")
-TOKEN_SECONDS = 24 * 3600
+# What the real event path also serves: the Broker's dead-letter sink.
+SERVED = (*FUNCTIONS, "dead-letters")
+Broker = Literal["knative", "emulated"]
+
+__all__ = ["DevStack", "FunctionIdentity", "function_identities", "service_account_token",
+           "token_kubeconfig"]
 
 
 @dataclass(frozen=True)
@@ -43,11 +56,13 @@ class FunctionIdentity:
     function: str
     namespace: str
     service_account: str | None
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def function_identities(serving_dir: Path) -> list[FunctionIdentity]:
+def function_identities(serving_dir: Path,
+                        served: tuple[str, ...] = FUNCTIONS) -> list[FunctionIdentity]:
     """Read ``config/serving``: each Knative Service's function (the ``serve`` argument) and
-    ServiceAccount."""
+    ServiceAccount, for the functions in ``served``."""
     found: list[FunctionIdentity] = []
     for obj in load_documents([serving_dir]) if serving_dir.exists() else []:
         if obj.get("kind") != "Service" or not str(obj.get("apiVersion", "")).startswith(
@@ -60,58 +75,48 @@ def function_identities(serving_dir: Path) -> list[FunctionIdentity]:
                for e in c.get("env") or []}
         function = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "serve"),
                         env.get("FUNCTION"))
-        if function not in FUNCTIONS:
+        if function not in served:
             continue
         meta = obj["metadata"]
         found.append(FunctionIdentity(meta["name"], str(function),
                                       meta.get("namespace") or "opendatahub",
-                                      pod.get("serviceAccountName")))
+                                      pod.get("serviceAccountName"), obj))
     return found
-
-
-def service_account_token(kube: KubeClient, namespace: str, name: str) -> str:
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"expirationSeconds": TOKEN_SECONDS}}
-    path = resources.SERVICEACCOUNTS.path(namespace, name, "token")
-    response = kube.call("create", "POST", path, body=body)
-    if response.status >= 300:
-        raise RuntimeError(f"TokenRequest for {namespace}/{name} failed: {response.status} "
-                           f"{response.body[:300]!r}")
-    return str(yaml.safe_load(response.body)["status"]["token"])
-
-
-def token_kubeconfig(admin_kubeconfig: Path, token: str, out: Path) -> Path:
-    """A copy of the admin kubeconfig that authenticates with ``token`` instead."""
-    config = yaml.safe_load(admin_kubeconfig.read_text())
-    config["users"] = [{"name": "token", "user": {"token": token}}]
-    for context in config["contexts"]:
-        context["context"]["user"] = "token"
-    out.write_text(yaml.safe_dump(config))
-    out.chmod(0o600)
-    return out
 
 
 @dataclass
 class DevStack:
-    """Start with :meth:`start`, stop with :meth:`stop`."""
+    """Start with :meth:`start`, stop with :meth:`stop`.
+
+    :param broker: ``"knative"`` (the real event path) or ``"emulated"`` (the router).
+    :param resync_interval: ``None`` resyncs on the schedule of ``eventing/pingsource.yaml``;
+        ``0`` not at all; seconds override that schedule.
+    :param record: append every event the Broker accepted to this JSONL file.
+    """
 
     bin_dir: Path
     eventing_dir: Path = REPO / "eventing"
     config_dir: Path = REPO / "config"
     trainer_manifests: Path | None = None
-    resync_interval: float | None = 30.0
+    resync_interval: float | None = None
     record: Path | None = None
     as_service_accounts: bool = True
     cluster: LocalCluster | None = None
-    # Processes per function, as Knative would scale a Service out: the router spreads
-    # deliveries over them.
+    # Processes per function, as Knative would scale a Service out: deliveries are spread
+    # over them.
     replicas: int = 1
     # Extra environment of every function process.
     function_env: dict[str, str] = field(default_factory=dict)
+    broker: Broker = "knative"
+    # Keep what the Broker accepted in memory (``knative.events()``), e.g. for tests.
+    recording: bool = False
     router: Router | None = None
+    knative: KnativeEventing | None = None
     processes: list[Component] = field(default_factory=list)
     function_urls: dict[str, str] = field(default_factory=dict)
     replica_urls: dict[str, list[str]] = field(default_factory=dict)
+    # seconds each start phase took (cluster, install, functions, eventing ready)
+    timings: dict[str, float] = field(default_factory=dict)
     # how each replica was started (identity, kubeconfig, replica, port), to start it again
     _launches: dict[str, list[tuple[FunctionIdentity, Path, int, int]]] = field(
         default_factory=dict)
@@ -126,36 +131,84 @@ class DevStack:
         return self
 
     def _start(self) -> None:
+        started = time.monotonic()
+        if self.broker == "knative":
+            reason = sandbox_available()
+            if reason:
+                raise RuntimeError(reason)
+        proxy_port = free_port()
         if self.cluster is None:
             self.cluster = LocalCluster(self.bin_dir)
         # else: a cluster given unstarted, configured by the caller (nodes, audit log)
+        if self.broker == "knative":
+            self.cluster.extra_controllers = ("endpoints-controller",)
+            self.cluster.egress_socket = KnativeEventing.proxy_socket(self.cluster)
+            self.cluster.kwok_local_images = tuple(IMAGE_BINARIES)
         self.cluster.start()
+        self._phase("cluster", started)
         kube = self.cluster.client()
+        self._writer = JsonlWriter(self.record) if self.record else None
+        if self.broker == "knative":
+            self.knative = KnativeEventing(self.cluster, self.bin_dir, proxy_port,
+                                           record=self._writer, recording=self.recording)
+            self.knative.start_network()
+            self.knative.install(kube)
         self._install(kube)
+        self._phase("install", started)
+        served = SERVED if self.broker == "knative" else FUNCTIONS
+        identities = [i for i in function_identities(self.config_dir / "serving", served)]
+        for identity in identities:
+            self._launch(kube, identity)
+        if self.broker == "knative":
+            self._start_knative_path(kube, identities)
+        else:
+            self._start_emulated_path(kube)
+        self._phase("ready", started)
+
+    def _phase(self, name: str, started: float) -> None:
+        self.timings[name] = round(time.monotonic() - started, 2)
+
+    def _launch(self, kube: KubeClient, identity: FunctionIdentity) -> None:
+        kubeconfig = self._kubeconfig_for(kube, identity.namespace, identity.service_account)
+        replicas = self.replicas if identity.function in FUNCTIONS else 1
+        launches = [(identity, kubeconfig, replica, free_port()) for replica in range(replicas)]
+        self._launches[identity.function] = launches
+        urls = [self._start_function(*launch) for launch in launches]
+        self.function_urls[identity.function] = urls[0]
+        self.replica_urls[identity.function] = urls
+
+    def _start_knative_path(self, kube: KubeClient, identities: list[FunctionIdentity]) -> None:
+        assert self.knative is not None
+        for identity in identities:
+            self.knative.route(identity.service, identity.namespace,
+                               self.replica_urls[identity.function])
+        self._wait_functions()
+        services = [i.manifest for i in identities]
+        for obj in services:
+            kube.apply(obj, "odh-training-install")
+            knative.publish_service(kube, obj, ready=True)
+        self.knative.wait_webhooks(kube)
+        refs = self.knative.apply_eventing(kube, self.eventing_dir, self.resync_interval)
+        refs += knative.refs_of(services)
+        knative.wait_until(lambda: knative.not_ready(kube, refs), 120,
+                           "the event path is not Ready")
+
+    def _start_emulated_path(self, kube: KubeClient) -> None:
         manifests = load_manifests(self.eventing_dir)
-        identities = {i.service: i for i in function_identities(self.config_dir / "serving")}
+        by_service = {i.service: i for i in function_identities(self.config_dir / "serving")}
         subscribers: dict[str, list[str]] = {}
         for trigger in manifests.triggers:
-            subscriber = ((trigger.get("spec") or {}).get("subscriber") or {}).get("ref") or {}
-            service = str(subscriber.get("name", ""))
-            identity = identities.get(service) or FunctionIdentity(
-                service, service.rsplit("-", 1)[-1], "opendatahub", None)
-            if identity.function not in FUNCTIONS or service in subscribers:
-                continue
-            kubeconfig = self._kubeconfig_for(kube, identity.namespace,
-                                              identity.service_account)
-            launches = [(identity, kubeconfig, replica, free_port())
-                        for replica in range(self.replicas)]
-            self._launches[identity.function] = launches
-            urls = [self._start_function(*launch) for launch in launches]
-            subscribers[service] = urls
-            self.function_urls[identity.function] = urls[0]
-            self.replica_urls[identity.function] = urls
-        self._writer = JsonlWriter(self.record) if self.record else None
+            ref = ((trigger.get("spec") or {}).get("subscriber") or {}).get("ref") or {}
+            identity = by_service.get(str(ref.get("name", "")))
+            if identity is not None:
+                subscribers[identity.service] = self.replica_urls[identity.function]
         self.router = Router(self.eventing_dir, subscribers,
                              resync_interval=self.resync_interval, record=self._writer).start()
         for source in manifests.apiserver_sources:
             self._start_adapter(kube, source, self.router.url)
+        self._wait_functions()
+
+    def _wait_functions(self) -> None:
         for urls in self.replica_urls.values():
             for url in urls:
                 _wait_http(url + "health/readiness", 60)
@@ -194,8 +247,8 @@ class DevStack:
             self.processes.remove(component)
 
     def start_function(self, function: str) -> None:
-        """Start the replicas of ``function`` again, on the ports the router knows; returns
-        once they are spawned (not ready)."""
+        """Start the replicas of ``function`` again, on the ports the event path knows;
+        returns once they are spawned (not ready)."""
         for launch in self._launches[function]:
             self._start_function(*launch)
 
@@ -224,6 +277,8 @@ class DevStack:
         return f"http://127.0.0.1:{port}/"
 
     def _start_adapter(self, kube: KubeClient, source: dict[str, Any], sink: str) -> None:
+        """The emulated path's adapter: the receive adapter run with a configuration derived
+        here from the ApiServerSource (the real path runs the controller's Deployment)."""
         assert self.cluster is not None
         meta, spec = source["metadata"], source.get("spec") or {}
         kubeconfig = self._kubeconfig_for(kube, meta.get("namespace") or "default",
@@ -241,15 +296,17 @@ class DevStack:
         self.processes.append(component)
 
     def check_processes(self) -> None:
-        """Raise if a function or adapter process has died."""
+        """Raise if a function, an adapter or the cluster network has died."""
         for component in self.processes:
             code = component.exited()
             if code is not None:
                 raise RuntimeError(f"{component.name} exited with code {code}; log: "
                                    f"{component.log}\n{component.tail()}")
+        if self.knative is not None:
+            self.knative.check()
 
     def stop(self) -> None:
-        """Stop in dependency order: adapters, router, functions, then the cluster."""
+        """Stop in dependency order: the event path, functions, then the cluster."""
         adapters = [c for c in self.processes if c.name.startswith("adapter-")]
         for component in adapters:
             if component.process is not None:
@@ -257,6 +314,8 @@ class DevStack:
         if self.router is not None:
             self.router.stop()
             self.router = None
+        if self.knative is not None:
+            self.knative.stop()
         for component in reversed(self.processes):
             if component.process is not None and component not in adapters:
                 stop_process_group(component.process.pid)

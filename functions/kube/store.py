@@ -70,6 +70,11 @@ class Store:
         with self._lock:
             return list(self._index.get((namespace, value), {}).values())
 
+    def values(self) -> list[Obj]:
+        """Every object held (a snapshot)."""
+        with self._lock:
+            return list(self._objects.values())
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._objects)

@@ -1,0 +1,395 @@
+"""A kubelet for the pods whose image is a Knative Eventing command: it runs them as local
+processes, each in a network namespace of its own, and reports their status.
+
+kwok plays the kubelet of every other pod (they never run). These pods must really run: the
+Knative controllers, webhook and data plane that ``config/`` and ``eventing/`` rely on, and
+the receive adapter Deployments the ApiServerSource controller creates. For each pod bound to
+a node (the scheduler places them on kwok's nodes; kwok is told to leave them alone), this
+does what a kubelet does, and only that:
+
+* the container's environment from the pod spec exactly (:func:`container_env`), plus the
+  pod's ServiceAccount token (a kubeconfig stands in for the in-cluster config files) and
+  ``HTTP_PROXY`` (the pod network: :mod:`functions.dev.network`);
+* its own network namespace (:mod:`functions.dev.podnet`), so ports never collide;
+* status: ``Running`` with a pod IP, ``Ready`` only while the readiness probe passes,
+  restarts with the crash-loop back-off, and the process stopped (SIGTERM, then SIGKILL after
+  the grace period) once the pod is deleted, e.g. by a rollout after the controller changed
+  its Deployment.
+
+Liveness probes, resource limits, volumes and security contexts are not applied.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import queue
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from functions.cluster.runner import stop_process_group
+from functions.dev.core import podspec
+from functions.dev.tokens import service_account_token, token_kubeconfig
+from functions.kube import resources
+from functions.kube.client import ApiError, KubeClient
+from functions.core.errors import TemporaryError
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[2]
+STRATEGIC = "application/strategic-merge-patch+json"
+FIELD_MANAGER = "odh-local-kubelet"
+MAX_GRACE_SECONDS = 10.0
+SANDBOX = ("unshare", "--user", "--map-root-user", "--net", "--")
+HOST_IP = "10.240.0.1"
+
+
+@dataclass(frozen=True)
+class PodNetwork:
+    """How a pod's sandbox reaches the API server and the cluster network."""
+
+    api_port: int
+    api_sock: Path
+    proxy_port: int
+    proxy_sock: Path
+    pods_dir: Path
+
+
+@dataclass
+class LocalPod:
+    """One pod this kubelet runs."""
+
+    pod: dict[str, Any]
+    binary: str
+    ip: str
+    start_time: str
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    started_at: str | None = None
+    ready: bool = False
+    restarts: int = 0
+    last_exit: int | None = None
+    last_finished_at: str | None = None
+    next_start: float = 0.0
+    next_probe: float = 0.0
+    successes: int = 0
+    failures: int = 0
+    reported: tuple[bool, bool, int] | None = None
+    stopping: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        meta = self.pod["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    @property
+    def uid(self) -> str:
+        return str(self.pod["metadata"]["uid"])
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sandbox_available() -> str | None:
+    """``None`` when pods can get network namespaces here, else why not."""
+    try:
+        done = subprocess.run([*SANDBOX, "true"], capture_output=True, text=True, timeout=10,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run unshare: {exc}"
+    if done.returncode != 0:
+        return (f"`unshare --user --map-root-user --net` failed ({done.stderr.strip()}): "
+                "the local Knative stack needs network namespaces (run as root, or allow "
+                "unprivileged user namespaces)")
+    return None
+
+
+class LocalKubelet:
+    """Start with :meth:`start`; :meth:`stop` ends every pod process."""
+
+    def __init__(self, kube: KubeClient, bin_dir: Path, admin_kubeconfig: Path,
+                 network: PodNetwork, logs: Path) -> None:
+        self.kube = kube
+        self.bin_dir = bin_dir
+        self.admin_kubeconfig = admin_kubeconfig
+        self.network = network
+        self.logs = logs
+        self.pods: dict[str, LocalPod] = {}
+        self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._next_ip = 10
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> LocalKubelet:
+        for target, name in ((self._watch, "kubelet-watch"), (self._sync, "kubelet-sync")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            pods = list(self.pods.values())
+        for pod in pods:
+            self._kill(pod, grace=2.0)
+
+    def snapshot(self) -> list[LocalPod]:
+        with self._lock:
+            return list(self.pods.values())
+
+    # -- watching pods --------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        version: str | None = None
+        while not self._stopping.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                for event in self.kube.watch(resources.PODS, resource_version=version,
+                                             timeout_seconds=120):
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        version = None
+                        break
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._events.put((str(event["type"]), obj))
+                    if self._stopping.is_set():
+                        return
+            except ApiError as exc:
+                log.info("kubelet: pod watch: %s", exc)
+                version = None
+                self._stopping.wait(0.5)
+            except TemporaryError as exc:
+                log.info("kubelet: pod watch: %s", exc)
+                self._stopping.wait(0.5)
+
+    def _list(self) -> str:
+        version = ""
+        seen: set[str] = set()
+        for page in self.kube.list_pages(resources.PODS):
+            version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+            for pod in page.get("items") or []:
+                seen.add(str(pod["metadata"]["uid"]))
+                self._events.put(("ADDED", pod))
+        with self._lock:
+            gone = [p.pod for uid, p in self.pods.items() if uid not in seen]
+        for pod in gone:
+            self._events.put(("DELETED", pod))
+        return version
+
+    # -- the sync loop --------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                kind, pod = self._events.get(timeout=0.1)
+            except queue.Empty:
+                pass
+            else:
+                self._observe(kind, pod)
+                continue
+            for local in self.snapshot():
+                try:
+                    self._tend(local)
+                except Exception:
+                    log.exception("kubelet: %s", local.key)
+
+    def _observe(self, kind: str, pod: dict[str, Any]) -> None:
+        uid = str(pod["metadata"]["uid"])
+        with self._lock:
+            local = self.pods.get(uid)
+        if kind == "DELETED" or (pod["metadata"].get("deletionTimestamp") and local):
+            if local is not None:
+                self._kill(local, grace=_grace(pod))
+                with self._lock:
+                    self.pods.pop(uid, None)
+            return
+        if local is not None:
+            local.pod = pod
+            return
+        binary = podspec.binary_for(pod)
+        spec = pod.get("spec") or {}
+        if (binary is None or not spec.get("nodeName") or pod["metadata"].get("deletionTimestamp")
+                or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
+            return
+        meta = pod["metadata"]
+        self._next_ip += 1
+        local = LocalPod(pod=pod, binary=binary, start_time=now_iso(),
+                         ip=f"10.244.{self._next_ip // 250}.{self._next_ip % 250 + 1}",
+                         log=self.logs / f"pod-{meta['namespace']}-{meta['name']}.log")
+        with self._lock:
+            self.pods[uid] = local
+        self._start(local)
+
+    def _tend(self, local: LocalPod) -> None:
+        if local.stopping:
+            return
+        process = local.process
+        if process is not None and process.poll() is not None:
+            local.last_exit = process.returncode
+            local.last_finished_at = now_iso()
+            local.process, local.started_at, local.ready = None, None, False
+            local.restarts += 1
+            local.next_start = time.monotonic() + podspec.backoff(local.restarts)
+            log.warning("kubelet: %s exited with %s (restart %d in %.0fs); log: %s",
+                        local.key, local.last_exit, local.restarts,
+                        podspec.backoff(local.restarts), local.log)
+        if local.process is None and time.monotonic() >= local.next_start:
+            self._start(local)
+        if local.process is not None and time.monotonic() >= local.next_probe:
+            self._probe(local)
+        self._report(local)
+
+    # -- containers -----------------------------------------------------------------------------
+
+    def _start(self, local: LocalPod) -> None:
+        pod = {**local.pod, "status": {**(local.pod.get("status") or {}), "podIP": local.ip,
+                                       "hostIP": HOST_IP}}
+        container = pod["spec"]["containers"][0]
+        try:
+            env = podspec.container_env(pod, container, self._data)
+            args = podspec.container_args(container, env)
+            probe = podspec.readiness_probe(container)
+        except podspec.PodSpecError as exc:
+            log.warning("kubelet: %s: %s", local.key, exc)
+            local.notes.append(str(exc))
+            local.next_start = time.monotonic() + podspec.BACKOFF_BASE
+            return
+        directory = self.network.pods_dir / local.uid
+        directory.mkdir(parents=True, exist_ok=True)
+        meta, spec = pod["metadata"], pod["spec"]
+        token = service_account_token(self.kube, meta["namespace"],
+                                      spec.get("serviceAccountName") or "default", bound_pod=pod)
+        kubeconfig = token_kubeconfig(self.admin_kubeconfig, token, directory / "kubeconfig")
+        proxy = f"http://127.0.0.1:{self.network.proxy_port}"
+        env.update({"KUBECONFIG": str(kubeconfig), "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy,
+                    "NO_PROXY": "127.0.0.1,localhost"})
+        ports = set(podspec.container_ports(container)) | ({probe.port} if probe else set())
+        config = {
+            "argv": [str(self.bin_dir / local.binary), *args], "env": env,
+            "outbound": [{"port": self.network.api_port, "unix": str(self.network.api_sock)},
+                         {"port": self.network.proxy_port,
+                          "unix": str(self.network.proxy_sock)}],
+            "inbound": [{"unix": str(directory / str(p)), "port": p} for p in sorted(ports)],
+        }
+        config_file = directory / "config.json"
+        config_file.write_text(json.dumps(config))
+        config_file.chmod(0o600)
+        host_env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
+        with local.log.open("ab") as out:
+            local.process = subprocess.Popen(
+                [*SANDBOX, sys.executable, "-m", "functions.dev.podnet", str(config_file)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=host_env, cwd=REPO)
+        local.started_at = now_iso()
+        local.next_probe = time.monotonic() + (probe.initial_delay if probe else 0.0)
+        local.successes = local.failures = 0
+        local.ready = probe is None
+
+    def _data(self, kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
+        res = resources.CONFIGMAPS if kind == "ConfigMap" else resources.SECRETS
+        obj = self.kube.get(res, name, namespace)
+        if obj is None:
+            return None
+        if kind == "Secret":
+            return {k: base64.b64decode(v).decode("utf-8", "replace")
+                    for k, v in (obj.get("data") or {}).items()}
+        return {k: str(v) for k, v in (obj.get("data") or {}).items()}
+
+    def _probe(self, local: LocalPod) -> None:
+        container = local.pod["spec"]["containers"][0]
+        try:
+            probe = podspec.readiness_probe(container)
+        except podspec.PodSpecError:
+            probe = None
+        if probe is None:
+            local.ready = True
+            local.next_probe = float("inf")
+            return
+        local.next_probe = time.monotonic() + probe.period
+        ok = probe_once(self.network.pods_dir / local.uid / str(probe.port), probe, local.ip)
+        if ok:
+            local.successes, local.failures = local.successes + 1, 0
+            if local.successes >= probe.success_threshold:
+                local.ready = True
+        else:
+            local.successes, local.failures = 0, local.failures + 1
+            if local.failures >= probe.failure_threshold or not local.ready:
+                local.ready = False
+            # until first ready, probe again soon rather than a whole period later
+            if not local.ready:
+                local.next_probe = time.monotonic() + min(probe.period, 1.0)
+
+    def _report(self, local: LocalPod) -> None:
+        running = local.process is not None
+        current = (running, local.ready, local.restarts)
+        if current == local.reported:
+            return
+        state = podspec.ContainerState(
+            started_at=local.started_at, ready=local.ready, restarts=local.restarts,
+            last_exit=local.last_exit, last_finished_at=local.last_finished_at)
+        status = podspec.pod_status(local.pod, state, pod_ip=local.ip, host_ip=HOST_IP,
+                                    start_time=local.start_time, now=now_iso())
+        meta = local.pod["metadata"]
+        try:
+            self.kube.patch(resources.PODS, meta["name"], {"status": status},
+                            meta["namespace"], content_type=STRATEGIC, subresource="status",
+                            field_manager=FIELD_MANAGER)
+        except ApiError as exc:
+            if exc.status != 404:
+                log.info("kubelet: status of %s: %s", local.key, exc)
+            return
+        local.reported = current
+
+    def _kill(self, local: LocalPod, grace: float) -> None:
+        local.stopping = True
+        process = local.process
+        if process is not None and process.poll() is None:
+            threading.Thread(target=stop_process_group, args=(process.pid, grace),
+                             daemon=True, name=f"stop-{local.key}").start()
+
+
+def _grace(pod: dict[str, Any]) -> float:
+    seconds = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return min(MAX_GRACE_SECONDS, float(30 if seconds is None else seconds))
+
+
+def probe_once(path: Path, probe: podspec.Probe, pod_ip: str) -> bool:
+    """One HTTP(S) GET through the pod's socket for ``probe.port``; 200-399 passes."""
+    try:
+        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as raw:
+            raw.settimeout(probe.timeout)
+            raw.connect(str(path))
+            sock: socket.socket = raw
+            if probe.scheme.upper() == "HTTPS":
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE  # a kubelet does not verify probes either
+                sock = context.wrap_socket(raw)
+            headers = "".join(f"{k}: {v}\r\n" for k, v in probe.headers)
+            sock.sendall((f"GET {probe.path} HTTP/1.1\r\nHost: {pod_ip}:{probe.port}\r\n"
+                          f"User-Agent: kube-probe/1.35\r\nConnection: close\r\n{headers}\r\n")
+                         .encode("latin-1"))
+            first = sock.recv(64).split(b"\r\n", 1)[0].split()
+            return len(first) >= 2 and first[1].isdigit() and 200 <= int(first[1]) < 400
+    except (OSError, ssl.SSLError):
+        return False

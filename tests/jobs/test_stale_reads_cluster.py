@@ -1,0 +1,48 @@
+"""Handlers read through a cache that may lag the API server; a stale read must never move a
+job's status backwards (functions/jobs/controller.py ``status`` confirms such a move on fresh
+state before writing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions.kube import resources
+from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
+from functions.runtime.registry import Context
+from tests.jobs.driver import JobDriver, for_test, sample
+
+Obj = dict[str, Any]
+
+
+class StaleReader:
+    """Reads like a watch cache that has not seen the pods change since ``pods`` was taken."""
+
+    def __init__(self, kube: KubeClient, pods: list[Obj]) -> None:
+        self.kube = kube
+        self.pods = pods
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> Obj | None:
+        return self.kube.get(res, name, namespace)
+
+    def list(self, res: Resource, namespace: str | None = None, *,
+             label_selector: str | None = None) -> list[Obj]:
+        if res == resources.PODS:
+            return self.pods
+        return self.kube.list(res, namespace, label_selector=label_selector)
+
+
+def test_a_stale_read_of_the_pods_does_not_roll_the_status_back(
+        kube: KubeClient, crds: None, namespace: str) -> None:
+    job = for_test(sample("PyTorchJob"), "stale", namespace)
+    driver = JobDriver(kube, job)
+    driver.create(job)
+    driver.call("reconcile")
+    pending = driver.pods()                  # as a lagging cache would still have them
+    assert pending
+    driver.run_until(lambda: driver.condition("Running"), what="Running")
+    before = driver.status()
+    assert any(rs.get("active") for rs in before["replicaStatuses"].values())
+    stale = Context(kube, driver.recorder, "status", reader=StaleReader(kube, pending))
+    driver.controller.handlers["status"](stale, driver.key)
+    assert driver.status() == before

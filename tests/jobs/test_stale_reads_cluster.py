@@ -37,12 +37,13 @@ def test_a_stale_read_of_the_pods_does_not_roll_the_status_back(
     job = for_test(sample("PyTorchJob"), "stale", namespace)
     driver = JobDriver(kube, job)
     driver.create(job)
-    driver.call("reconcile")
-    pending = driver.pods()                  # as a lagging cache would still have them
-    assert pending
-    driver.run_until(lambda: driver.condition("Running"), what="Running")
+    driver.run_until(lambda: driver.condition("Running") and driver.all_running(2),
+                     what="Running")
     before = driver.status()
-    assert any(rs.get("active") for rs in before["replicaStatuses"].values())
+    assert all(rs.get("active") for rs in before["replicaStatuses"].values())
+    # The pods as a cache that missed their start would still have them.
+    pending = [{**pod, "status": {**pod["status"], "phase": "Pending"}}
+               for pod in driver.pods()]
     stale = Context(kube, driver.recorder, "status", reader=StaleReader(kube, pending))
     driver.controller.handlers["status"](stale, driver.key)
     assert driver.status() == before

@@ -37,10 +37,13 @@ def test_a_stale_read_of_the_pods_does_not_roll_the_status_back(
     job = for_test(sample("PyTorchJob"), "stale", namespace)
     driver = JobDriver(kube, job)
     driver.create(job)
-    driver.run_until(lambda: driver.condition("Running") and driver.all_running(2),
-                     what="Running")
+    def settled() -> bool:
+        replicas = (driver.status().get("replicaStatuses") or {}).values()
+        return bool(driver.condition("Running") and driver.all_running(2) and replicas
+                    and all(rs.get("active") for rs in replicas))
+
+    driver.run_until(settled, what="Running with every replica active")
     before = driver.status()
-    assert all(rs.get("active") for rs in before["replicaStatuses"].values())
     # The pods as a cache that missed their start would still have them.
     pending = [{**pod, "status": {**pod["status"], "phase": "Pending"}}
                for pod in driver.pods()]

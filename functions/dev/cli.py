@@ -1,9 +1,11 @@
 """``python -m functions dev``: run the product locally until Ctrl-C.
 
 Starts a local cluster, installs the CRDs and RBAC, runs the reconcile, gc and status
-functions under gunicorn with their own ServiceAccount tokens, the real ApiServerSource
-receive adapter, and a router that delivers events as the Broker and Triggers in
-``eventing/`` would (with retries and a resync tick). Then it prints what to try.
+functions under gunicorn with their own ServiceAccount tokens, and the event path in front of
+them: by default the real Knative Eventing (controllers, webhook, Broker ingress and filter,
+in-memory channel, ApiServerSource and PingSource adapters) fed ``eventing/`` unchanged;
+with ``--emulated-broker`` the ApiServerSource adapter and the router instead. Then it prints
+what to try.
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ from functions.dev.upstream import ManifestsError, trainer_manifests
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("dev", help="run everything locally (cluster, functions, "
-                                   "ApiServerSource adapter, router) until Ctrl-C")
+                                   "Knative Eventing) until Ctrl-C")
     parser.add_argument("--resync", type=float, default=None, metavar="SECONDS",
                         help="resync tick period (default: the schedule of "
                              "eventing/pingsource.yaml, as in a cluster; 0 = off)")
-    parser.add_argument("--record", type=Path, help="append every routed event to this JSONL")
+    parser.add_argument("--record", type=Path,
+                        help="append every event the Broker accepted to this JSONL")
+    parser.add_argument("--emulated-broker", action="store_true",
+                        help="deliver with the router (functions.runtime.router) instead of "
+                             "the real Knative Eventing")
     parser.add_argument("--admin", action="store_true",
                         help="run the functions as cluster admin instead of their "
                              "ServiceAccounts")
@@ -39,20 +45,26 @@ def main(args: argparse.Namespace) -> int:
     try:
         stack = DevStack(ensure_bin_dir(), trainer_manifests=trainer_manifests(),
                          resync_interval=args.resync, record=args.record,
-                         as_service_accounts=not args.admin)
+                         as_service_accounts=not args.admin,
+                         broker="emulated" if args.emulated_broker else "knative")
         stack.start()
-    except (BinariesError, ClusterError, ManifestsError) as exc:
+    except (BinariesError, ClusterError, ManifestsError, RuntimeError, TimeoutError) as exc:
         print(f"dev: {exc}", file=sys.stderr)
         return 1
     assert stack.cluster is not None
-    assert stack.router is not None
     kubeconfig = stack.cluster.kubeconfig
     kubectl = stack.bin_dir / "kubectl"
+    functions = ", ".join(f"{name} {url}" for name, url in stack.function_urls.items())
+    if stack.router is not None:
+        path = f"router {stack.router.url}"
+    else:
+        path = (f"Knative Eventing ({kubectl} get broker,trigger,apiserversource,pingsource "
+                "-A)")
     print(f"""
 Ready in {time.monotonic() - started:.1f}s.
   kubeconfig : {kubeconfig}
-  router     : {stack.router.url}   functions: {', '.join(
-        f'{name} {url}' for name, url in stack.function_urls.items())}
+  events     : {path}
+  functions  : {functions}
   logs       : {stack.cluster.logs}
 
 Try:

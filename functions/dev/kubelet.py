@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from functions.cluster.runner import stop_process_group
+from functions.core.errors import TemporaryError
 from functions.dev.core import podspec
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
-from functions.core.errors import TemporaryError
 
 log = logging.getLogger(__name__)
 

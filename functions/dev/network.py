@@ -155,8 +155,8 @@ class Network:
                                             upstream[2])
                 if not keep:
                     return
-        except (http1.BadMessage, ConnectionError, OSError, asyncio.IncompleteReadError,
-                asyncio.TimeoutError) as exc:
+        except (TimeoutError, http1.BadMessage, ConnectionError, OSError,
+                asyncio.IncompleteReadError) as exc:
             log.debug("proxy connection ended: %s", exc)
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 writer.write(http1.status_response(502, "Bad Gateway", str(exc)))
@@ -170,7 +170,7 @@ class Network:
                       writer: asyncio.StreamWriter) -> None:
         try:
             upstream, upstream_writer = await _open(backend)
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             writer.write(http1.status_response(502, "Bad Gateway", str(exc)))
             await writer.drain()
             return

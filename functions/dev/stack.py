@@ -141,7 +141,8 @@ class DevStack:
             self.cluster = LocalCluster(self.bin_dir)
         # else: a cluster given unstarted, configured by the caller (nodes, audit log)
         if self.broker == "knative":
-            self.cluster.extra_controllers = ("endpoints-controller",)
+            self.cluster.extra_controllers = ("endpoints-controller",
+                                              "clusterrole-aggregation-controller")
             self.cluster.egress_socket = KnativeEventing.proxy_socket(self.cluster)
             self.cluster.kwok_local_images = tuple(IMAGE_BINARIES)
         self.cluster.start()
@@ -156,7 +157,7 @@ class DevStack:
         self._install(kube)
         self._phase("install", started)
         served = SERVED if self.broker == "knative" else FUNCTIONS
-        identities = [i for i in function_identities(self.config_dir / "serving", served)]
+        identities = list(function_identities(self.config_dir / "serving", served))
         for identity in identities:
             self._launch(kube, identity)
         if self.broker == "knative":

@@ -87,7 +87,8 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
     """The dev stack as it is, with the resync ticker off (the burst is event-driven)."""
     from functions.dev.stack import DevStack
 
-    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas).start()
+    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas,
+                     broker="emulated").start()
 
     def pids(prefix: str) -> list[int]:
         return [c.process.pid for c in stack.processes

@@ -57,7 +57,7 @@ def _running(kube: KubeClient) -> int:
 
 
 def one_run(jobs: int, down: float, timeout: float = 300.0) -> dict[str, Any]:
-    stack = DevStack(ensure_bin_dir(), resync_interval=0).start()
+    stack = DevStack(ensure_bin_dir(), resync_interval=0, broker="emulated").start()
     try:
         assert stack.cluster is not None
         assert stack.router is not None

@@ -11,8 +11,17 @@ dead-letter sink when that resolves to a URL, with ``knativeerror*`` extensions 
 
 Python entry point: ``Router(triggers_dir, {"<trigger or subscriber name>": url}).start()``,
 then POST events to ``router.url`` (or call :meth:`Router.publish`) and ``stop()``.
-Differences from Knative: ``cesql`` filters are refused, and a reply event in a 2xx answer is
-logged, not re-published.
+Differences from Knative: ``cesql`` filters are refused, a reply event in a 2xx answer is
+logged, not re-published, ``Retry-After`` is honoured (Knative ignores it unless its
+``delivery-retryafter`` feature is on), and the ApiServerSource adapter in front of it runs
+with a configuration derived here, not the one the ApiServerSource controller writes.
+
+What it is still for: ``make dev``, ``python -m functions dev`` and the end-to-end tests run
+the real Knative Eventing (:mod:`functions.dev.knative_stack`). The router is the event path
+of ``DevStack(broker="emulated")`` (``python -m functions dev --emulated-broker``), which the
+benchmarks (``bench.burst``, ``bench.coldburst``), the chaos recording and the replicas chaos
+test use, so that they measure the functions rather than the in-memory channel, and of
+``python -m functions router`` (a Broker without a cluster, e.g. for ``replay``).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def record_scenario(out: Path, *, with_trainer: bool = True, timeout: float = 12
     with tempfile.TemporaryDirectory() as tmp:
         recording = Path(tmp) / "events.jsonl"
         stack = DevStack(ensure_bin_dir(), trainer_manifests=fetch_trainer_manifests(),
-                         resync_interval=None, record=recording)
+                         resync_interval=None, record=recording, broker="emulated")
         stack.start()
         try:
             assert stack.cluster is not None and stack.router is not None

@@ -129,7 +129,7 @@ def regressions(statuses: list[Obj]) -> list[str]:
 @pytest.fixture(scope="module")
 def stack(bin_dir: Path) -> Iterator[DevStack]:
     dev = DevStack(bin_dir, resync_interval=0, replicas=REPLICAS,
-                   function_env={"FUNCTIONS_API_FAULTS": FAULTS})
+                   function_env={"FUNCTIONS_API_FAULTS": FAULTS}, broker="emulated")
     dev.start()
     try:
         yield dev

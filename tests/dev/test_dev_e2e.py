@@ -1,17 +1,26 @@
-"""End to end, as a user runs it: ``python -m functions dev``'s stack (real ApiServerSource
-adapter, router from ``eventing/``, functions under gunicorn with their own ServiceAccount
-tokens), then the samples are applied and must converge.
+"""End to end, as a user runs it: ``python -m functions dev``'s stack with the real Knative
+Eventing (controllers, webhook, Broker ingress and filter, in-memory channel, the
+ApiServerSource adapters the controller deploys) in front of the functions, which run under
+gunicorn with their own ServiceAccount tokens. The resync is off (no PingSource), so every
+step is driven by the adapter's events through the Broker.
 
-Set ``UPDATE_RECORDINGS=1`` to refresh the recorded event stream under
-``tests/data/recordings/`` from this run (the replay tests use it).
+A recording Trigger (no filter) on the Broker keeps every event the Broker accepted, which is
+how each test proves where the events that drove it came from. Set ``UPDATE_RECORDINGS=1`` to
+keep that stream under ``tests/data/recordings/``.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
-from collections.abc import Iterator
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +28,21 @@ import pytest
 import yaml
 
 from functions.cluster import kwok
+from functions.dev import knative
 from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.runtime.post_server import PostServer
+from functions.runtime.recording import RecordedRequest
 from tests.support import REPO, condition, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 SAMPLES = REPO / "config" / "samples"
+NAMESPACE = "opendatahub"
+BROKER = "odh-training"
+EVENT_KINDS = ("Broker", "Trigger", "ApiServerSource")
+PROBE_TYPE = "dev.odh.e2e.delivery"
+PROBE_RETRIES = 3
 
 
 def succeeding(job: dict[str, Any]) -> dict[str, Any]:
@@ -38,13 +55,21 @@ def succeeding(job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
+def attributes(event: RecordedRequest) -> dict[str, str]:
+    """The CloudEvent attributes of a binary-mode request (``ce-`` headers, lower-cased)."""
+    return {k.lower().removeprefix("ce-"): v for k, v in event.headers.items()
+            if k.lower().startswith("ce-")}
+
+
 @pytest.fixture(scope="module")
 def stack(bin_dir: Path, upstream_manifests: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     recording = tmp_path_factory.mktemp("recording") / "e2e-samples.jsonl"
-    dev = DevStack(bin_dir, trainer_manifests=upstream_manifests,
-                   resync_interval=5.0, record=recording)
+    dev = DevStack(bin_dir, trainer_manifests=upstream_manifests, resync_interval=0,
+                   record=recording, recording=True)
+    started = time.monotonic()
     dev.start()
+    print(f"dev stack ready in {time.monotonic() - started:.1f}s: {dev.timings}")
     try:
         yield dev
     except BaseException:
@@ -61,34 +86,166 @@ def stack(bin_dir: Path, upstream_manifests: Path,
             shutil.copy(recording, RECORDINGS / recording.name)
 
 
+@pytest.fixture(scope="module")
+def kube(stack: DevStack) -> KubeClient:
+    assert stack.cluster is not None
+    return stack.cluster.client()
+
+
+def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
+                                                         kube: KubeClient) -> None:
+    found = {kind: kube.list(kube.resource_for(
+        "sources.knative.dev/v1" if kind == "ApiServerSource" else "eventing.knative.dev/v1",
+        kind), NAMESPACE) for kind in EVENT_KINDS}
+    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 2
+    assert len(found["Trigger"]) == 4  # three functions and the recorder
+    for kind, objects in found.items():
+        for obj in objects:
+            ready = knative.ready_condition(obj)
+            assert ready.get("status") == "True", (kind, obj["metadata"]["name"], ready)
+            assert obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+    # the adapters run as the ApiServerSource controller deployed them
+    deployments = kube.list(resources.DEPLOYMENTS, NAMESPACE)
+    adapters = [d for d in deployments
+                if any(o.get("kind") == "ApiServerSource"
+                       for o in d["metadata"].get("ownerReferences") or [])]
+    assert len(adapters) == 2
+    assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
+    assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
+                     NAMESPACE) == []
+
+
 def test_functions_run_as_their_own_service_accounts(stack: DevStack) -> None:
     identities = function_identities(REPO / "config" / "serving")
     assert {i.function for i in identities} == {"reconcile", "gc", "status"}
     assert all(i.service_account for i in identities)
-    assert set(stack.function_urls) == {"reconcile", "gc", "status"}
+    assert set(stack.function_urls) == {"reconcile", "gc", "status", "dead-letters"}
 
 
-def test_samples_converge_through_the_real_event_path(stack: DevStack) -> None:
-    assert stack.cluster is not None
-    kube: KubeClient = stack.cluster.client()
-    trainer = yaml.safe_load((SAMPLES / "trainer.yaml").read_text())
-    kube.apply(trainer, "e2e-user")
+def test_a_pytorchjob_succeeds_on_the_adapters_events(stack: DevStack,
+                                                      kube: KubeClient) -> None:
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
                "e2e-user")
     job = succeeding(yaml.safe_load((SAMPLES / "pytorchjob.yaml").read_text()))
     job["metadata"]["namespace"] = "demo"
-    kube.apply(job, "e2e-user")
-
     name = job["metadata"]["name"]
-    finished = wait_for(
-        lambda: condition(kube.get(resources.PYTORCHJOBS, name, "demo"), "Succeeded")
-        .get("status") == "True", 120, 0.5, "the sample PyTorchJob to succeed")
-    assert finished
+    started = time.monotonic()
+    kube.apply(job, "e2e-user")
+    wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "demo"), "Succeeded")
+             .get("status") == "True", 60, 0.2, "the sample PyTorchJob to succeed")
+    print(f"PyTorchJob Succeeded {time.monotonic() - started:.1f}s after it was created")
+
+    assert stack.knative is not None
+    events = [attributes(e) for e in stack.knative.events()]
+    assert not [e for e in events if e.get("type") == "dev.knative.sources.ping"]
+    ours = [e for e in events if e.get("namespace") == "demo"]
+    kinds = Counter(e.get("kind") for e in ours)
+    assert kinds["PyTorchJob"] and kinds["Pod"], kinds
+    for event in ours:
+        # from the adapter (ceOverrides of eventing/apiserversource.yaml), through the Broker
+        # ingress (which stamps the arrival time)
+        assert event["type"].startswith("dev.knative.apiserver.resource."), event
+        assert event.get("controller") == "odh-training", event
+        assert event.get("knativearrivaltime"), event
+    sources = {s["source"] for obj in kube.list(kube.resource_for(
+        "sources.knative.dev/v1", "ApiServerSource"), NAMESPACE)
+        for s in obj["status"].get("ceAttributes") or []}
+    assert {e["source"] for e in ours} <= sources
+
+
+def test_the_trainer_becomes_ready_on_the_adapters_events(stack: DevStack,
+                                                          kube: KubeClient) -> None:
+    trainer = yaml.safe_load((SAMPLES / "trainer.yaml").read_text())
+    kube.apply(trainer, "e2e-user")
     ready = wait_for(
         lambda: (t := kube.get(resources.TRAINERS, "default-trainer"))
         and condition(t, "Ready").get("status") == "True" and t, 120, 0.5,
         "the Trainer to become Ready")
     assert ready["status"]["phase"] == "Ready"
     stack.check_processes()
-    assert stack.router is not None
-    assert stack.router.deliveries, "no event reached a function"
+
+
+class Subscriber:
+    """A subscriber that answers each event with the status its ``ce-answer`` names, counting
+    the attempts per event id."""
+
+    def __init__(self) -> None:
+        self.attempts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self.server = PostServer(self.accept, "e2e-subscriber")
+
+    def accept(self, headers: Mapping[str, str], body: bytes, path: str) -> tuple[int, str]:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        with self._lock:
+            self.attempts[lowered.get("ce-id", "")] += 1
+        return int(lowered.get("ce-answer", "200")), "as asked"
+
+
+@pytest.fixture(scope="module")
+def subscriber(stack: DevStack, kube: KubeClient) -> Iterator[Subscriber]:
+    """A Trigger on the Broker for the probe events, with its own delivery (few, short
+    retries) and the Broker's dead-letter sink, the dead-letters function."""
+    assert stack.knative is not None
+    found = Subscriber()
+    found.server.start()
+    stack.knative.route("e2e-subscriber", "odh-e2e", [found.server.url])
+    trigger = {
+        "apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
+        "metadata": {"name": "e2e-delivery", "namespace": NAMESPACE},
+        "spec": {"broker": BROKER, "filter": {"attributes": {"type": PROBE_TYPE}},
+                 "subscriber": {"uri": "http://e2e-subscriber.odh-e2e.svc.cluster.local"},
+                 "delivery": {"retry": PROBE_RETRIES, "backoffPolicy": "linear",
+                              "backoffDelay": "PT0.2S", "deadLetterSink": {"ref": {
+                                  "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                                  "name": "odh-training-dead-letters"}}}},
+    }
+    kube.apply(trigger, "e2e-user")
+    knative.wait_until(lambda: knative.not_ready(kube, knative.refs_of([trigger])), 60,
+                       "the probe Trigger is not Ready")
+    try:
+        yield found
+    finally:
+        found.server.stop()
+
+
+def publish(stack: DevStack, kube: KubeClient, event_id: str, answer: int) -> None:
+    """One CloudEvent into the Broker ingress, through the cluster network."""
+    assert stack.knative is not None
+    broker = kube.get(kube.resource_for("eventing.knative.dev/v1", "Broker"), BROKER, NAMESPACE)
+    assert broker is not None
+    request = urllib.request.Request(
+        broker["status"]["address"]["url"], data=b'{"probe": true}', method="POST",
+        headers={"Content-Type": "application/json", "Ce-Specversion": "1.0",
+                 "Ce-Id": event_id, "Ce-Type": PROBE_TYPE, "Ce-Source": "/e2e",
+                 "Ce-Answer": str(answer)})
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({"http": stack.knative.proxy_url}))
+    with opener.open(request, timeout=10) as response:
+        assert response.status == 202
+
+
+def dead_letters(stack: DevStack) -> dict[str, dict[str, Any]]:
+    """What the dead-letters function logged, by event id."""
+    assert stack.cluster is not None
+    found = {}
+    for line in (stack.cluster.logs / "function-dead-letters.log").read_text().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("deadLetter"):
+                found[record["attributes"].get("id", "")] = record
+    return found
+
+
+@pytest.mark.parametrize(("answer", "attempts"), [
+    pytest.param(503, 1 + PROBE_RETRIES, id="503-retried-then-dead-lettered"),
+    pytest.param(400, 1, id="400-not-retried-dead-lettered"),
+])
+def test_a_refused_delivery_ends_in_the_dead_letter_sink(
+        stack: DevStack, kube: KubeClient, subscriber: Subscriber, answer: int,
+        attempts: int) -> None:
+    event_id = f"e2e-{answer}-{uuid.uuid4().hex[:8]}"
+    publish(stack, kube, event_id, answer)
+    letter = wait_for(lambda: dead_letters(stack).get(event_id), 30, 0.2,
+                      f"{event_id} in the dead-letter sink")
+    assert letter["error"].get("code") == str(answer), letter
+    assert subscriber.attempts[event_id] == attempts

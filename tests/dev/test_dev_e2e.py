@@ -27,13 +27,14 @@ from typing import Any
 import pytest
 import yaml
 
-from functions.cluster import kwok
 from functions.dev import knative
 from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
 from functions.runtime.post_server import PostServer
 from functions.runtime.recording import RecordedRequest
+from tests.chaos.scenario import succeeding_job
 from tests.support import REPO, condition, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
@@ -43,16 +44,6 @@ BROKER = "odh-training"
 EVENT_KINDS = ("Broker", "Trigger", "ApiServerSource")
 PROBE_TYPE = "dev.odh.e2e.delivery"
 PROBE_RETRIES = 3
-
-
-def succeeding(job: dict[str, Any]) -> dict[str, Any]:
-    """The sample job with every replica's pods told (through kwok) to finish successfully."""
-    job = copy.deepcopy(job)
-    for replica in job["spec"]["pytorchReplicaSpecs"].values():
-        meta = replica["template"].setdefault("metadata", {})
-        meta.setdefault("labels", {})[kwok.RESULT_LABEL] = "succeed"
-        meta.setdefault("annotations", {})[kwok.DELAY_ANNOTATION] = "3s"
-    return job
 
 
 def attributes(event: RecordedRequest) -> dict[str, str]:
@@ -122,25 +113,46 @@ def test_functions_run_as_their_own_service_accounts(stack: DevStack) -> None:
     assert set(stack.function_urls) == {"reconcile", "gc", "status", "dead-letters"}
 
 
-def test_a_pytorchjob_succeeds_on_the_adapters_events(stack: DevStack,
-                                                      kube: KubeClient) -> None:
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
+def objects_adapter(kube: KubeClient) -> dict[str, Any]:
+    """The receive adapter Deployment of the ApiServerSource that watches every namespace."""
+    [found] = [d for d in kube.list(resources.DEPLOYMENTS, NAMESPACE)
+               if any(o.get("kind") == "ApiServerSource" and o.get("name") == "odh-training-objects"
+                      for o in d["metadata"].get("ownerReferences") or [])]
+    return found
+
+
+@pytest.mark.parametrize(("kind", "res"), [
+    pytest.param("PyTorchJob", resources.PYTORCHJOBS, id="pytorchjob"),
+    pytest.param("TFJob", resources.TFJOBS, id="tfjob"),
+    pytest.param("MPIJob", resources.MPIJOBS, id="mpijob"),
+    pytest.param("MXJob", resources.MXJOBS, id="mxjob"),
+])
+def test_a_job_succeeds_on_the_adapters_events(stack: DevStack, kube: KubeClient, kind: str,
+                                               res: Resource) -> None:
+    """Each job goes into a new namespace, so the ApiServerSource controller rewrites the
+    adapter's configuration (its namespace list) and the adapter rolls out around the time
+    the job starts; the job converges on events alone either way."""
+    namespace = f"e2e-{kind.lower()}"
+    generation = objects_adapter(kube)["metadata"]["generation"]
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
                "e2e-user")
-    job = succeeding(yaml.safe_load((SAMPLES / "pytorchjob.yaml").read_text()))
-    job["metadata"]["namespace"] = "demo"
+    job = succeeding_job(kind, namespace)
     name = job["metadata"]["name"]
     started = time.monotonic()
     kube.apply(job, "e2e-user")
-    wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "demo"), "Succeeded")
-             .get("status") == "True", 60, 0.2, "the sample PyTorchJob to succeed")
-    print(f"PyTorchJob Succeeded {time.monotonic() - started:.1f}s after it was created")
+    wait_for(lambda: condition(kube.get(res, name, namespace), "Succeeded")
+             .get("status") == "True", 60, 0.2, f"the sample {kind} to succeed")
+    print(f"{kind} Succeeded {time.monotonic() - started:.1f}s after it was created")
+    wait_for(lambda: objects_adapter(kube)["metadata"]["generation"] > generation, 30, 0.2,
+             "the ApiServerSource controller to rewrite the adapter's Deployment")
+    print(f"adapter Deployment rewritten {time.monotonic() - started:.1f}s after the job")
 
     assert stack.knative is not None
     events = [attributes(e) for e in stack.knative.events()]
     assert not [e for e in events if e.get("type") == "dev.knative.sources.ping"]
-    ours = [e for e in events if e.get("namespace") == "demo"]
+    ours = [e for e in events if e.get("namespace") == namespace]
     kinds = Counter(e.get("kind") for e in ours)
-    assert kinds["PyTorchJob"] and kinds["Pod"], kinds
+    assert kinds[kind] and kinds["Pod"], kinds
     for event in ours:
         # from the adapter (ceOverrides of eventing/apiserversource.yaml), through the Broker
         # ingress (which stamps the arrival time)
@@ -153,6 +165,26 @@ def test_a_pytorchjob_succeeds_on_the_adapters_events(stack: DevStack,
     assert {e["source"] for e in ours} <= sources
 
 
+def test_a_deleted_job_service_is_replaced_on_its_delete_event(kube: KubeClient) -> None:
+    namespace = "e2e-drift"
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+               "e2e-user")
+    job = copy.deepcopy(yaml.safe_load((SAMPLES / "pytorchjob.yaml").read_text()))
+    job["metadata"]["namespace"] = namespace
+    name = job["metadata"]["name"]
+    kube.apply(job, "e2e-user")
+    wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, namespace), "Running")
+             .get("status") == "True", 60, 0.2, "the PyTorchJob to run")
+    service = wait_for(lambda: kube.get(resources.SERVICES, f"{name}-master-0", namespace),
+                       10, 0.2, "the master's Service")
+    kube.delete(resources.SERVICES, service["metadata"]["name"], namespace)
+    started = time.monotonic()
+    wait_for(lambda: (s := kube.get(resources.SERVICES, f"{name}-master-0", namespace))
+             and s["metadata"]["uid"] != service["metadata"]["uid"], 10, 0.1,
+             "the Service to be created again")
+    print(f"Service replaced in {time.monotonic() - started:.1f}s")
+
+
 def test_the_trainer_becomes_ready_on_the_adapters_events(stack: DevStack,
                                                           kube: KubeClient) -> None:
     trainer = yaml.safe_load((SAMPLES / "trainer.yaml").read_text())
@@ -163,6 +195,23 @@ def test_the_trainer_becomes_ready_on_the_adapters_events(stack: DevStack,
         "the Trainer to become Ready")
     assert ready["status"]["phase"] == "Ready"
     stack.check_processes()
+
+
+def test_trainer_deployment_drift_is_repaired_on_its_event(stack: DevStack,
+                                                          kube: KubeClient) -> None:
+    """Runs after the Trainer became Ready: an image changed by hand is set back."""
+    [deployment] = kube.list(resources.DEPLOYMENTS,
+                             label_selector="platform.opendatahub.io/part-of=trainer")
+    meta = deployment["metadata"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    kube.patch(resources.DEPLOYMENTS, meta["name"], {"spec": {"template": {"spec": {
+        "containers": [{"name": container["name"], "image": "example.invalid/drift:1"}]}}}},
+        meta["namespace"], content_type="application/strategic-merge-patch+json")
+    started = time.monotonic()
+    wait_for(lambda: (d := kube.get(resources.DEPLOYMENTS, meta["name"], meta["namespace"]))
+             and d["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
+             10, 0.1, "the Deployment's image to be set back")
+    print(f"Deployment image repaired in {time.monotonic() - started:.1f}s")
 
 
 class Subscriber:

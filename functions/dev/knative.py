@@ -8,8 +8,8 @@ and the CRDs in ``<bin dir>/crds/eventing``): the namespace, ServiceAccounts and
 see :data:`FEATURE_FLAGS`), the webhook configurations, and the Deployments of the core
 (controller, webhook, PingSource adapter), the multi-tenant channel-based Broker (controller,
 ingress, filter) and the in-memory channel (controller, dispatcher). Left out: the
-HorizontalPodAutoscalers (no metrics server here) and the Deployments no binary is built for
-(``job-sink``, ``request-reply``: features our manifests do not use).
+HorizontalPodAutoscalers (no metrics server here) and the Deployments and StatefulSets no
+binary is built for (``job-sink``, ``request-reply``: features our manifests do not use).
 
 No Serving controller runs: a Knative Service we apply is published as Ready with the
 address Knative Serving gives a cluster-local Service, ``http://<name>.<namespace>.svc.cluster.local``,
@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from functions.cluster.manifests import apply_objects, load_documents
+from functions.cluster.manifests import FIELD_MANAGER, apply_objects, load_documents
 from functions.dev.core.podspec import IMAGE_BINARIES
 from functions.kube.client import KubeClient
 
@@ -34,6 +35,13 @@ SYSTEM_NAMESPACE = "knative-eventing"
 # Install order within the data directory (namespace and RBAC before the Deployments).
 DATA_DIRS = ("core", "integrations", "mt-channel-broker", "in-memory-channel")
 SKIPPED_KINDS = frozenset({"HorizontalPodAutoscaler"})
+WORKLOADS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+# Install waves, each applied concurrently: what everything else lives in or is validated
+# against; then the objects a workload or webhook refers to; then the webhook
+# configurations and the workloads (their pods need their ServiceAccounts).
+FIRST_WAVE = frozenset({"CustomResourceDefinition", "Namespace"})
+LAST_WAVE = WORKLOADS | {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+INSTALL_WORKERS = 8
 # config-features of knative.dev/eventing v0.49.2 as released, which is what a user's cluster
 # has unless its admin changed it. The ones that matter here: Retry-After is ignored
 # (delivery-retryafter disabled), delivery timeouts are honoured, Trigger ``filters`` are GA,
@@ -59,8 +67,9 @@ ADMISSION = "admissionregistration.k8s.io/v1"
 SERVING = "serving.knative.dev/v1"
 
 
-def _runs_locally(obj: Obj) -> bool:
-    if obj.get("kind") != "Deployment":
+def runs_locally(obj: Obj) -> bool:
+    """Whether ``obj`` is kept: not a workload, or one whose images are all built here."""
+    if obj.get("kind") not in WORKLOADS:
         return True
     containers = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
         "containers") or []
@@ -78,11 +87,26 @@ def eventing_manifests(bin_dir: Path) -> list[Obj]:
     for name in DATA_DIRS:
         objects += [o for o in load_documents([data / name])
                     if o.get("kind") != "CustomResourceDefinition"]
-    return [o for o in objects if o.get("kind") not in SKIPPED_KINDS and _runs_locally(o)]
+    return [o for o in objects if o.get("kind") not in SKIPPED_KINDS and runs_locally(o)]
+
+
+def install_waves(objects: Sequence[Obj]) -> list[list[Obj]]:
+    """``objects`` in the order a file-ordered install has them: :data:`FIRST_WAVE`, then
+    all but :data:`LAST_WAVE`, then those."""
+    first = [o for o in objects if o.get("kind") in FIRST_WAVE]
+    last = [o for o in objects if o.get("kind") in LAST_WAVE]
+    middle = [o for o in objects if o.get("kind") not in FIRST_WAVE | LAST_WAVE]
+    return [first, middle, last]
 
 
 def install(kube: KubeClient, bin_dir: Path) -> None:
-    apply_objects(kube, eventing_manifests(bin_dir), timeout=60.0)
+    """Apply the install, each wave's objects concurrently (CRDs established before the
+    rest)."""
+    first, *rest = install_waves(eventing_manifests(bin_dir))
+    apply_objects(kube, first, timeout=60.0)
+    with ThreadPoolExecutor(INSTALL_WORKERS, thread_name_prefix="knative-install") as pool:
+        for wave in rest:
+            list(pool.map(lambda obj: kube.apply(obj, FIELD_MANAGER), wave))
 
 
 def features(kube: KubeClient) -> dict[str, str]:

@@ -61,7 +61,11 @@ def _meta(job: Job, name: str) -> Obj:
 
 
 def service(job: Job) -> Obj:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(job, job.name),
+    meta = _meta(job, job.name)
+    # The job-name label makes its deletion reach the functions: the ApiServerSource selects
+    # Services by it (eventing/apiserversource.yaml).
+    meta["labels"] = {**meta["labels"], **role_labels(job)}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta,
             "spec": {"clusterIP": "None", "selector": role_labels(job),
                      "publishNotReadyAddresses": job.spec.run_launcher_as_worker}}
 

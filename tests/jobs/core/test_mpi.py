@@ -68,6 +68,12 @@ def test_worker_pod() -> None:
     assert spec["volumes"][0]["secret"]["defaultMode"] == 0o600
 
 
+def test_service_carries_the_job_name_label() -> None:
+    found = mpi.service(with_defaults(job(FILE)))
+    assert found["metadata"]["labels"]["training.kubeflow.org/job-name"] == "pi"
+    assert found["metadata"]["labels"]["app"] == "pi"
+
+
 def test_launcher_job() -> None:
     launcher = mpi.launcher_job(with_defaults(job(FILE)))
     assert launcher["metadata"]["labels"]["training.kubeflow.org/job-name"] == "pi"

@@ -35,6 +35,7 @@ from functions.kube.resources import Resource
 from functions.runtime.post_server import PostServer
 from functions.runtime.recording import RecordedRequest
 from functions.runtime.registry import load_controllers
+from functions.trainer import kinds
 from tests.chaos.scenario import succeeding_job
 from tests.runtime.test_event_coverage import watched_kinds
 from tests.support import REPO, condition, wait_for
@@ -90,7 +91,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     found = {kind: kube.list(kube.resource_for(
         "sources.knative.dev/v1" if kind == "ApiServerSource" else "eventing.knative.dev/v1",
         kind), NAMESPACE) for kind in EVENT_KINDS}
-    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 2
+    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 3
     assert len(found["Trigger"]) == 4  # three functions and the recorder
     for kind, objects in found.items():
         for obj in objects:
@@ -102,7 +103,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     adapters = [d for d in deployments
                 if any(o.get("kind") == "ApiServerSource"
                        for o in d["metadata"].get("ownerReferences") or [])]
-    assert len(adapters) == 2
+    assert len(adapters) == 3
     assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
@@ -153,13 +154,13 @@ def test_a_job_succeeds_on_the_adapters_events(stack: DevStack, kube: KubeClient
     events = [attributes(e) for e in stack.knative.events()]
     assert not [e for e in events if e.get("type") == "dev.knative.sources.ping"]
     ours = [e for e in events if e.get("namespace") == namespace]
-    kinds = Counter(e.get("kind") for e in ours)
+    seen = Counter(e.get("kind") for e in ours)
     # every child kind its controllers map that a source watches: the created objects match
     # the sources' selectors (the MPIJob's launcher Job among them)
     children = {(c.api_version.rpartition("/")[0], c.kind) for controller in load_controllers()
                 if controller.parent.kind == kind for c in controller.children}
     expected = {k for _, k in children & watched_kinds()} | {kind}
-    assert expected <= set(kinds), kinds
+    assert expected <= set(seen), seen
     for event in ours:
         # from the adapter (ceOverrides of eventing/apiserversource.yaml), through the Broker
         # ingress (which stamps the arrival time)
@@ -219,6 +220,36 @@ def test_trainer_deployment_drift_is_repaired_on_its_event(stack: DevStack,
              and d["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              10, 0.1, "the Deployment's image to be set back")
     print(f"Deployment image repaired in {time.monotonic() - started:.1f}s")
+
+
+@pytest.mark.parametrize("res", [
+    pytest.param(kinds.CLUSTERROLES, id="clusterrole"),
+    pytest.param(resources.SERVICES, id="service"),
+    pytest.param(resources.SERVICEACCOUNTS, id="serviceaccount"),
+])
+def test_a_deleted_trainer_child_is_replaced_on_its_delete_event(stack: DevStack,
+                                                                kube: KubeClient,
+                                                                res: Resource) -> None:
+    """Runs after the Trainer became Ready."""
+    [child, *_] = kube.list(res, label_selector="platform.opendatahub.io/part-of=trainer")
+    meta = child["metadata"]
+    kube.delete(res, meta["name"], meta.get("namespace"))
+    started = time.monotonic()
+    wait_for(lambda: (o := kube.get(res, meta["name"], meta.get("namespace")))
+             and o["metadata"]["uid"] != meta["uid"], 10, 0.1,
+             f"{res.kind} {meta['name']} to be created again")
+    print(f"{res.kind} {meta['name']} replaced in {time.monotonic() - started:.1f}s")
+    knative = stack.knative
+    assert knative is not None
+
+    def of_child() -> list[dict[str, str]]:
+        return [e for e in map(attributes, knative.events())
+                if e.get("kind") == res.kind and e.get("name") == meta["name"]]
+
+    wait_for(lambda: [e for e in of_child()
+                      if e.get("type") == "dev.knative.apiserver.resource.delete"
+                      and e.get("component") == "trainer"], 10, 0.1,
+             f"the delete event through the Broker; its events: {of_child()}")
 
 
 class Subscriber:

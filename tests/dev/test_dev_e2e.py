@@ -107,6 +107,9 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
+    # the feature flags as released, which the README states
+    live = knative.features(kube)
+    assert {k: live.get(k) for k in knative.FEATURE_FLAGS} == knative.FEATURE_FLAGS
 
 
 def test_functions_run_as_their_own_service_accounts(stack: DevStack) -> None:

@@ -28,7 +28,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                                    "Knative Eventing) until Ctrl-C")
     parser.add_argument("--resync", type=float, default=None, metavar="SECONDS",
                         help="resync tick period (default: the schedule of "
-                             "eventing/pingsource.yaml, as in a cluster; 0 = off)")
+                             "eventing/pingsource.yaml, as in a cluster; 0 = off; with the "
+                             "real Knative, a period below a day that divides a minute, an "
+                             "hour or a day)")
     parser.add_argument("--record", type=Path,
                         help="append every event the Broker accepted to this JSONL")
     parser.add_argument("--emulated-broker", action="store_true",
@@ -48,7 +50,8 @@ def main(args: argparse.Namespace) -> int:
                          as_service_accounts=not args.admin,
                          broker="emulated" if args.emulated_broker else "knative")
         stack.start()
-    except (BinariesError, ClusterError, ManifestsError, RuntimeError, TimeoutError) as exc:
+    except (BinariesError, ClusterError, ManifestsError, RuntimeError, TimeoutError,
+            ValueError) as exc:
         print(f"dev: {exc}", file=sys.stderr)
         return 1
     assert stack.cluster is not None

@@ -83,9 +83,27 @@ def kustomization_documents(directory: Path) -> list[Obj]:
     return objects
 
 
+def cron_every(seconds: float) -> str:
+    """A PingSource schedule that fires every ``seconds`` (Knative's cron takes an optional
+    seconds field but refuses ``@every``), for periods below a day that divide a minute, an
+    hour or a day; anything else raises ``ValueError``."""
+    whole = round(seconds)
+    if whole <= 0 or whole != seconds:
+        raise ValueError(f"a resync period must be a whole number of seconds, not {seconds:g}")
+    for size, within, fields in ((1, 60, "{} * * * * *"), (60, 60, "0 {} * * * *"),
+                                 (3600, 24, "0 0 {} * * *")):
+        count, rest = divmod(whole, size)
+        if not rest and count < within and within % count == 0:
+            return fields.format("*" if count == 1 else f"*/{count}")
+        if whole < size * within:
+            break
+    raise ValueError(f"a PingSource cannot fire every {whole}s: choose a period below a day "
+                     "that divides a minute, an hour or a day")
+
+
 def with_resync(objects: list[Obj], resync: float | None) -> list[Obj]:
     """``resync``: ``None`` keeps each PingSource as written, ``0`` leaves them out, seconds
-    replace their schedule with ``@every <seconds>s``."""
+    replace their schedule with :func:`cron_every`."""
     if resync is None:
         return objects
     kept = []
@@ -94,7 +112,7 @@ def with_resync(objects: list[Obj], resync: float | None) -> list[Obj]:
             if not resync:
                 continue
             obj = copy.deepcopy(obj)
-            obj["spec"]["schedule"] = f"@every {resync:g}s"
+            obj["spec"]["schedule"] = cron_every(resync)
         kept.append(obj)
     return kept
 

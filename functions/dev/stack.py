@@ -28,7 +28,7 @@ from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
 from functions.dev import knative
 from functions.dev.core.podspec import IMAGE_BINARIES
-from functions.dev.knative_stack import KnativeEventing
+from functions.dev.knative_stack import KnativeEventing, cron_every
 from functions.dev.kubelet import sandbox_available
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
@@ -136,6 +136,8 @@ class DevStack:
             reason = sandbox_available()
             if reason:
                 raise RuntimeError(reason)
+            if self.resync_interval:
+                cron_every(self.resync_interval)  # refused before anything starts
         proxy_port = free_port()
         if self.cluster is None:
             self.cluster = LocalCluster(self.bin_dir)

@@ -171,7 +171,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common(p)
     p.add_argument("name", nargs="?")
     p.add_argument("-f", "--file", help="a JSON or YAML request ('-' for stdin)")
-    p.add_argument("--framework", choices=("pytorch", "tensorflow", "mpi", "mxnet"),
+    p.add_argument("--framework", choices=("pytorch", "tensorflow", "mpi", "mxnet", "xgboost",
+                                            "paddle", "jax"),
                    default="pytorch")
     p.add_argument("--image")
     p.add_argument("--workers", type=int, default=1)

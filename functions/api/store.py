@@ -20,7 +20,8 @@ from functions.kube.resources import Resource
 
 Obj = dict[str, Any]
 KINDS: tuple[Resource, ...] = (resources.PYTORCHJOBS, resources.TFJOBS, resources.MPIJOBS,
-                               resources.MXJOBS)
+                               resources.MXJOBS, resources.XGBOOSTJOBS, resources.PADDLEJOBS,
+                               resources.JAXJOBS)
 BY_KIND: dict[str, Resource] = {r.kind: r for r in KINDS}
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 KUEUE_RECHECK_SECONDS = 30.0

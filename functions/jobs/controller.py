@@ -1,6 +1,6 @@
 """Handlers of the training-job controllers: read, call the pure plan, write what differs.
 
-One :class:`Controller` per kind (PyTorchJob, TFJob, MXJob, MPIJob), each with three handlers
+One :class:`Controller` per kind of the framework table, each with three handlers
 that may run concurrently on the same job without stepping on each other:
 
 * ``status`` derives the status from the persisted status and the observed children and, only

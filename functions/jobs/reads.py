@@ -24,6 +24,8 @@ from functions.runtime.registry import Context, Reader
 RESOURCES: dict[str, Resource] = {
     "PyTorchJob": resources.PYTORCHJOBS, "TFJob": resources.TFJOBS,
     "MXJob": resources.MXJOBS, "MPIJob": resources.MPIJOBS,
+    "XGBoostJob": resources.XGBOOSTJOBS, "PaddleJob": resources.PADDLEJOBS,
+    "JAXJob": resources.JAXJOBS,
 }
 PODGROUPS = {VOLCANO_API: resources.PODGROUPS_VOLCANO,
              PLUGINS_API: resources.PODGROUPS_SCHEDULER_PLUGINS}

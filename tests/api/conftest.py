@@ -19,6 +19,7 @@ from functions.api.policy import PolicySource
 from functions.cluster.runner import LocalCluster
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
@@ -30,7 +31,7 @@ Obj = dict[str, Any]
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 JOB_RULES = [
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs", "mpijobs", "mxjobs"],
+    {"apiGroups": ["kubeflow.org"], "resources": [fw.plural for fw in FRAMEWORKS],
      "verbs": ["create", "get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]

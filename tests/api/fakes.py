@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response, TransportError
 
@@ -74,7 +75,7 @@ class FakeApiServer:
             return _answer(201, created)
         if request.method == "DELETE":
             return _answer(200, {"status": "Success"})
-        if parts[-1] in ("pytorchjobs", "tfjobs", "mpijobs", "mxjobs", "pods", "events"):
+        if parts[-1] in (*(fw.plural for fw in FRAMEWORKS), "pods", "events"):
             return _answer(200, {"items": [], "metadata": {}})
         return _answer(404, {"reason": "NotFound", "message": "not found"})
 

@@ -17,8 +17,8 @@ def _controller(kind: str) -> Any:
 
 
 def test_one_controller_per_kind_with_three_handlers() -> None:
-    assert sorted(c.parent.kind for c in CONTROLLERS) == ["MPIJob", "MXJob", "PyTorchJob",
-                                                         "TFJob"]
+    assert sorted(c.parent.kind for c in CONTROLLERS) == [
+        "JAXJob", "MPIJob", "MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]
     for controller in CONTROLLERS:
         assert set(controller.handlers) == {"reconcile", "status", "gc"}
 

@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-CRDS = ["pytorchjobs", "tfjobs", "mxjobs", "mpijobs"]
+CRDS = ["pytorchjobs", "tfjobs", "mxjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"]
+# The kinds upstream serves a scale subresource for (over their Workers).
+SCALED = {"pytorchjobs": "pytorchReplicaSpecs", "paddlejobs": "paddleReplicaSpecs",
+          "jaxjobs": "jaxReplicaSpecs"}
 
 
 def _generator() -> Any:
@@ -61,4 +64,15 @@ def test_printer_columns_and_status(plural: str) -> None:
     assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
         ("State", ".status.conditions[-1:].type"), ("Age", ".metadata.creationTimestamp")]
     assert "status" in version["subresources"]
-    assert ("scale" in version["subresources"]) is (plural == "pytorchjobs")
+    if plural in SCALED:
+        assert version["subresources"]["scale"] == {
+            "specReplicasPath": f".spec.{SCALED[plural]}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": ".status.replicaStatuses.Worker.selector"}
+    else:
+        assert "scale" not in version["subresources"]
+
+
+def test_kustomization_lists_every_crd() -> None:
+    listed = yaml.safe_load((REPO / "config" / "crd" / "kustomization.yaml").read_text())
+    assert {f"{plural}.kubeflow.org.yaml" for plural in CRDS} <= set(listed["resources"])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.runtime.eventing import (
     adapter_environment,
     guess_plural,
@@ -77,8 +78,8 @@ def test_adapter_environment_of_the_main_source() -> None:
     assert env["K_SINK"] == "http://127.0.0.1:8081/"
     assert (config["mode"], config["allNamespaces"]) == ("Resource", True)
     resources = {r["gvr"]["Resource"]: r for r in config["resources"]}
-    assert set(resources) == {"trainers", "pytorchjobs", "tfjobs", "mpijobs", "mxjobs", "pods",
-                              "services", "jobs", "deployments"}
+    assert set(resources) == {"trainers", "pods", "services", "jobs", "deployments",
+                              *(fw.plural for fw in FRAMEWORKS)}
     assert resources["pods"]["selector"] == "training.kubeflow.org/job-name"
     assert resources["deployments"]["selector"] == "platform.opendatahub.io/part-of=trainer"
     assert resources["jobs"]["gvr"] == {"Group": "batch", "Version": "v1", "Resource": "jobs"}

@@ -39,10 +39,10 @@ SUBMITTED_BY_LIMIT = 253
 def replica_layout(request: JobRequest) -> list[tuple[str, int, bool]]:
     """(replica type, replicas, gets GPUs and the command) per framework, for ``workers``."""
     n = request.workers
-    if request.framework == "pytorch":
+    if request.framework in ("pytorch", "xgboost"):
         layout = [("Master", 1, True)]
         return layout + ([("Worker", n - 1, True)] if n > 1 else [])
-    if request.framework == "tensorflow":
+    if request.framework in ("tensorflow", "paddle", "jax"):
         return [("Worker", n, True)]
     if request.framework == "mxnet":
         return [("Scheduler", 1, False), ("Server", 1, False), ("Worker", n, True)]

@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
-from functions.jobs.core.frameworks import MPI, MXNET, PYTORCH, TENSORFLOW, Framework
+from functions.jobs.core.frameworks import FRAMEWORKS as JOB_FRAMEWORKS
+from functions.jobs.core.frameworks import Framework
 
-FrameworkName = Literal["pytorch", "tensorflow", "mpi", "mxnet"]
-FRAMEWORKS: dict[str, Framework] = {
-    "pytorch": PYTORCH, "tensorflow": TENSORFLOW, "mpi": MPI, "mxnet": MXNET}
+FrameworkName = Literal["pytorch", "tensorflow", "mpi", "mxnet", "xgboost", "paddle", "jax"]
+# Request names are upstream's framework names (the ``framework`` label of its metrics).
+FRAMEWORKS: dict[str, Framework] = {fw.name: fw for fw in JOB_FRAMEWORKS}
 NAME_BY_KIND: dict[str, str] = {fw.kind: name for name, fw in FRAMEWORKS.items()}
 
 Admission = Literal["queue", "kueue", "none"]

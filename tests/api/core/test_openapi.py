@@ -21,7 +21,7 @@ def test_document_describes_every_operation_and_problem() -> None:
     assert request["required"] == ["name", "framework", "image"]
     assert request["properties"]["workers"]["minimum"] == 1
     assert request["properties"]["framework"]["enum"] == ["pytorch", "tensorflow", "mpi",
-                                                          "mxnet"]
+                                                          "mxnet", "xgboost", "paddle", "jax"]
     create = doc["paths"]["/v1/namespaces/{namespace}/jobs"]["post"]["responses"]
     assert create["422"]["content"]["application/problem+json"]["schema"] == {
         "$ref": "#/components/schemas/Problem"}

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
+from functions.jobs import metrics
 from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
 from functions.jobs.core.model import Obj
@@ -127,6 +128,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
                 fresh = True
                 continue
             raise
+        metrics.status_written(fw, meta["namespace"], current, desired)
         record(ctx, job_obj, outcome.notices)
         return _result(outcome.requeue_after)
     raise TemporaryError(f"status of {key} kept changing under us")
@@ -163,6 +165,7 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         meta = job_obj["metadata"]
         if ctx.kube.delete(RESOURCES[fw.kind], meta["name"], meta["namespace"],
                            uid=meta.get("uid")):
+            metrics.job_deleted(fw, meta["namespace"])
             ctx.recorder.record(job_obj, "Normal", fw.job_deleted_reason,
                                 f"Deleted job: {meta['name']}")
     return _result(plan.requeue_after)

@@ -6,7 +6,8 @@ that may run concurrently on the same job without stepping on each other:
 * ``status`` derives the status from the persisted status and the observed children and, only
   when it differs, writes it with Server-Side Apply on the ``status`` subresource under its own
   field manager (``resourceVersion`` as a precondition, so a concurrent write makes it retry on
-  fresh data instead of overwriting a newer conclusion);
+  fresh data instead of overwriting a newer conclusion); it also puts a Warning Event on the
+  job for each new cause of a stuck pod (:mod:`functions.jobs.pod_events`);
 * ``reconcile`` creates and deletes children and never writes status; it deletes a failed pod
   for a restart only after the status says Restarting, and records the restart in the job's
   ``training.opendatahub.io/restarts`` annotation, which ``backoffLimit`` counts;
@@ -31,6 +32,7 @@ from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPE
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.status import regresses
+from functions.jobs.pod_events import report_stuck_pods
 from functions.jobs.reads import (
     RESOURCES,
     SETTINGS,
@@ -106,9 +108,12 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         if found is None:
             return None
         job_obj, job = found
-        outcome = status_of(observe(ctx, job, services=False, fresh=fresh), ctx.now())
+        observed = observe(ctx, job, services=False, fresh=fresh)
+        outcome = status_of(observed, ctx.now())
         if outcome is None:
             return None
+        if not outcome.status.finished:
+            report_stuck_pods(ctx, job_obj, observed.pods)
         desired = outcome.status.to_dict()
         current = _current_status(job_obj)
         if desired == current:

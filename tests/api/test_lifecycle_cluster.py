@@ -180,3 +180,25 @@ def test_cli_submit_and_list_paginate(client: FlaskClient, user: dict[str, str],
     assert bad.status_code == 400 and bad.get_json()["errors"][0]["field"] == "labelSelector"
     forged = client.get(f"{base}?continue=forged", headers=user)
     assert forged.status_code == 400 and forged.get_json()["errors"][0]["field"] == "continue"
+
+
+def test_stuck_pod_warning_in_the_job_events(client: FlaskClient, user: dict[str, str],
+                                             namespace: str, world: QueueWorld) -> None:
+    """A job no node can take: its Unschedulable pod shows as one Warning in ``/events``."""
+    base = f"/v1/namespaces/{namespace}/jobs"
+    request = job_request("greedy", framework="jax",
+                          resources={"cpu": "100m", "memory": "64Mi", "gpus": 64})
+    assert client.post(base, json=request, headers=user).status_code == 201
+
+    def warned(jobs: list[Obj]) -> bool:
+        items = client.get(f"{base}/greedy/events", headers=user).get_json()["items"]
+        return any(e["type"] == "Warning" and e["reason"] == "Unschedulable" for e in items)
+
+    world.run_until(warned)
+    for _ in range(3):
+        world.step()
+    items = client.get(f"{base}/greedy/events", headers=user).get_json()["items"]
+    [warning] = [e for e in items if e["type"] == "Warning"]
+    assert warning["reason"] == "Unschedulable" and warning["count"] == 1
+    assert warning["message"].startswith("Pod greedy-worker-0 cannot be scheduled: ")
+    assert "nvidia.com/gpu" in warning["message"]

@@ -4,23 +4,16 @@ each write counts, and that a status transition is counted once by the write tha
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from functions.core.keys import ObjectKey
 from functions.jobs import metrics
-from functions.jobs.controller import controller_for
 from functions.jobs.core.frameworks import JAX, PYTORCH
-from functions.kube.client import KubeClient
-from functions.kube.transport import Request, Response, TransportError
 from functions.runtime.metrics import Metrics
-from functions.runtime.recorder import EventRecorder
-from functions.runtime.registry import Context
+from tests.jobs.fake_api import JobApi, run_status
 from tests.jobs.fixtures import load
 
 Obj = dict[str, Any]
@@ -110,61 +103,6 @@ def test_child_writes(action: Callable[[Obj], None], kind: str, name: str) -> No
         n: (1.0 if n == name else 0.0) for n in UPSTREAM_COUNTERS}
 
 
-def _answer(status: int, body: Obj) -> Response:
-    return Response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
-
-
-class JobApi:
-    """One JAXJob with resourceVersion semantics on its status subresource, no pods."""
-
-    def __init__(self, job: Obj) -> None:
-        self.job = copy.deepcopy(job)
-        self.job["metadata"]["resourceVersion"] = "1"
-        meta = self.job["metadata"]
-        self.path = f"/apis/kubeflow.org/v1/namespaces/{meta['namespace']}/jaxjobs/{meta['name']}"
-        self.before_patch: Callable[[], None] | None = None
-        self.lose_answers = 0
-        self.status_writes = 0
-
-    def refresh_credentials(self) -> None:
-        pass
-
-    def write(self, status: Obj) -> None:
-        self.job["status"] = copy.deepcopy(status)
-        self.job["metadata"]["resourceVersion"] = str(int(self.job["metadata"]
-                                                          ["resourceVersion"]) + 1)
-        self.status_writes += 1
-
-    def send(self, request: Request, timeout: float) -> Response:
-        if request.method == "GET" and request.path == self.path:
-            return _answer(200, self.job)
-        if request.method == "GET" and request.path.endswith("/pods"):
-            return _answer(200, {"items": [], "metadata": {}})
-        if request.method == "POST" and request.path.endswith("/events"):
-            return _answer(201, json.loads(request.body or b"{}"))
-        if request.method == "PATCH" and request.path == f"{self.path}/status":
-            if self.before_patch is not None:
-                racing, self.before_patch = self.before_patch, None
-                racing()
-            body = json.loads(request.body or b"{}")
-            if body["metadata"]["resourceVersion"] != self.job["metadata"]["resourceVersion"]:
-                return _answer(409, {"reason": "Conflict", "message": "the object changed"})
-            self.write(body["status"])
-            if self.lose_answers:
-                self.lose_answers -= 1
-                raise TransportError("connection reset after the write")
-            return _answer(200, self.job)
-        raise AssertionError(f"unexpected {request.method} {request.path}")
-
-
-def run_status(api: JobApi) -> None:
-    kube = KubeClient(api, retries=1, timeout=1.0)
-    ctx = Context(kube, EventRecorder(kube, "test"), "status")
-    meta = api.job["metadata"]
-    key = ObjectKey("kubeflow.org/v1", "JAXJob", meta["namespace"], meta["name"])
-    controller_for(JAX).handlers["status"](ctx, key)
-
-
 @pytest.mark.parametrize(("race", "lose", "counted"), [
     pytest.param(False, 0, 1, id="uncontested-write-counts"),
     pytest.param(True, 0, 0, id="replica-losing-the-race-counts-nothing"),
@@ -174,6 +112,7 @@ def test_status_handler_counts_the_write_that_makes_the_transition(
         race: bool, lose: int, counted: int) -> None:
     job = load("jaxjob-workers.yaml")
     job["metadata"]["namespace"] = f"race-{race}-{lose}".lower()
+    job["metadata"]["uid"] = f"uid-race-{race}-{lose}"
     api = JobApi(job)
     if race:
         api.before_patch = lambda: api.write({"conditions": [

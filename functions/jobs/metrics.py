@@ -21,7 +21,8 @@ transition, never count one twice (deletes excepted, see ``deleted_pods_total``)
 * ``failed_pods_total``: pods newly counted as failed in a written status.
 * ``created_pods_total``, ``succeeded_service_creation_total``, ``created_pod_groups_total``:
   creates the API server accepted (201); ``failed_service_creation_total``: Service creates it
-  refused, other than for a name already taken (a retried create, or another replica's).
+  refused, a name taken by an object the job does not control included (a name taken by the
+  job's own Service, from a retried or another replica's create, is not a failure).
 * ``deleted_pods_total``, ``deleted_pod_groups_total``: deletes the API server accepted, with
   the object's uid as precondition. A pod that is still terminating accepts a second DELETE,
   so a pass that read it before its deletion showed counts it again; passes never plan the
@@ -108,7 +109,7 @@ def created(obj: Obj) -> None:
 
 
 def not_created(obj: Obj) -> None:
-    """A child create the API server refused (not because the name is taken)."""
+    """A child create that failed (a name taken by the job's own child does not)."""
     if _kind(obj) == "Service":
         SERVICES_NOT_CREATED.inc()
 

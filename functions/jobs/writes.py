@@ -15,6 +15,7 @@ from functions.jobs.core.objects import Notice
 from functions.jobs.core.plan import RESTARTED_PODS_ANNOTATION, RESTARTS_ANNOTATION, Plan
 from functions.jobs.core.pods import name_of, uid_of
 from functions.jobs.reads import RESOURCES
+from functions.jobs.taken import refuse_if_foreign
 from functions.kube.client import ApiError
 from functions.runtime.registry import Context
 
@@ -37,6 +38,7 @@ def _create(ctx: Context, job_obj: Obj, obj: Obj) -> None:
         ctx.kube.create(obj, field_manager=RECONCILE_MANAGER)
     except ApiError as exc:
         if exc.status == 409:
+            refuse_if_foreign(ctx, job_obj, obj)
             return
         metrics.not_created(obj)
         ctx.recorder.record(job_obj, "Warning", f"FailedCreate{kind}",

@@ -48,6 +48,16 @@ class Notice:
     message: str
 
 
+def resource_exists(job: Obj, obj: Obj) -> Notice:
+    """The Event when a child's name is taken by an object the job does not control (the
+    job never adopts or overwrites it; upstream's ``ErrResourceExists``)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    job_name = (job.get("metadata") or {}).get("name", "")
+    return Notice("Warning", "ErrResourceExists",
+                  f'Resource "{name}" of Kind "{obj.get("kind", "")}" already exists and is '
+                  f'not managed by {job.get("kind", "")} {job_name}')
+
+
 def object_name(job_name: str, replica_type: str, index: int) -> str:
     """``<job>-<lowercase type>-<index>``; ``/`` becomes ``-``."""
     return f"{job_name}-{replica_type.lower()}-{index}".replace("/", "-")

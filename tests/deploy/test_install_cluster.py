@@ -1,5 +1,5 @@
-"""Against the local API server, with the Knative Serving, Eventing and JobSet CRDs installed
-from their Go modules (the test bin dir) and this project's CRDs:
+"""Against the local API server, with the Knative Serving, Eventing, JobSet and PodMonitor CRDs
+installed from their Go modules (the test bin dir) and this project's CRDs:
 
 * every object of every install kustomization passes a server-side dry-run apply;
 * each function's ServiceAccount is allowed what its handlers do and denied representative
@@ -41,7 +41,9 @@ SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessre
 def installed_crds(kube: KubeClient, crds: None, bin_dir: Path) -> None:
     third_party = bin_dir / "crds"
     apply_objects(kube, load_documents([third_party / "serving", third_party / "eventing",
-                                        third_party / "jobset"]), MANAGER, timeout=60)
+                                        third_party / "jobset",
+                                        third_party / "prometheus-operator"]),
+                  MANAGER, timeout=60)
 
 
 @pytest.fixture(scope="module")

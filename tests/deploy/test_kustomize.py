@@ -107,6 +107,24 @@ def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -
         default_broker["metadata"].get("annotations") or {})
 
 
+def test_openshift_overlay_scrapes_every_function(builds: dict[str, list[Obj]]) -> None:
+    """User-workload monitoring scrapes /metrics on the port Knative gives the function's
+    container in its pods, for the pods of every function and nothing else."""
+    objs = builds["config/overlays/openshift"]
+    monitor = find(objs, "PodMonitor", "odh-training-functions")
+    assert monitor["metadata"]["namespace"] == "opendatahub"
+    assert monitor["spec"]["podMetricsEndpoints"] == [
+        {"port": "user-port", "path": "/metrics", "interval": "30s", "scheme": "http"}]
+    [term] = monitor["spec"]["selector"]["matchExpressions"]
+    assert (term["key"], term["operator"]) == ("functions.opendatahub.io/function", "In")
+    assert sorted(term["values"]) == sorted(FUNCTIONS)
+    for function in FUNCTIONS:
+        labels = knative_service(objs, f"odh-training-{function}")["spec"]["template"][
+            "metadata"]["labels"]
+        assert labels[term["key"]] == function
+    assert not [o for o in builds["config/default"] if o["kind"] == "PodMonitor"]
+
+
 def _container(ksvc: Obj) -> Obj:
     [container] = ksvc["spec"]["template"]["spec"]["containers"]
     assert isinstance(container, dict)

@@ -63,17 +63,20 @@ def owned_by_job(obj: Obj, driver: JobDriver) -> bool:
         (driver.kind, driver.name, job["metadata"]["uid"], True)]
 
 
-@pytest.mark.parametrize(("kind", "min_resources"), [
-    pytest.param("PyTorchJob", {"cpu": "200m", "memory": "536870912"}, id="pytorchjob"),
-    pytest.param("TFJob", {"cpu": "300m", "memory": "805306368"}, id="tfjob"),
-    pytest.param("MXJob", {"cpu": "300m", "memory": "536870912"}, id="mxjob"),
-    pytest.param("XGBoostJob", {"cpu": "300m", "memory": "805306368"}, id="xgboostjob"),
-    pytest.param("PaddleJob", {"cpu": "200m", "memory": "1073741824"}, id="paddlejob"),
-    pytest.param("JAXJob", {"cpu": "200m", "memory": "536870912"}, id="jaxjob"),
+# The v1 kinds name each pod's task (its replica type); mpi-operator names none.
+@pytest.mark.parametrize(("kind", "min_resources", "task_spec"), [
+    pytest.param("PyTorchJob", {"cpu": "200m", "memory": "536870912"}, True, id="pytorchjob"),
+    pytest.param("TFJob", {"cpu": "300m", "memory": "805306368"}, True, id="tfjob"),
+    pytest.param("MXJob", {"cpu": "300m", "memory": "536870912"}, True, id="mxjob"),
+    pytest.param("XGBoostJob", {"cpu": "300m", "memory": "805306368"}, True, id="xgboostjob"),
+    pytest.param("PaddleJob", {"cpu": "200m", "memory": "1073741824"}, True, id="paddlejob"),
+    pytest.param("JAXJob", {"cpu": "200m", "memory": "536870912"}, True, id="jaxjob"),
+    pytest.param("MPIJob", {"cpu": "300m", "memory": "201326592"}, False,
+                 id="mpijob-launcher-and-workers"),
 ])
 def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,
-        min_resources: dict[str, str]) -> None:
+        min_resources: dict[str, str], task_spec: bool) -> None:
     gang("volcano")
     driver, total = start(kube, kind, "gang", namespace,
                           {"queue": "research", "priorityClass": "high"})
@@ -96,11 +99,12 @@ def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
     kube.patch(VOLCANO, "gang", {"status": {"phase": "Inqueue"}}, namespace)
     driver.run_until(lambda: len(driver.pods()) == total, what="pods once Inqueue")
     for pod in driver.pods():
-        rtype = pod["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+        labels = pod["metadata"]["labels"]
         assert pod["spec"]["schedulerName"] == "volcano"
         annotations = pod["metadata"]["annotations"]
         assert annotations["scheduling.k8s.io/group-name"] == "gang"
-        assert annotations["volcano.sh/task-spec"] == rtype
+        assert annotations.get("volcano.sh/task-spec") == (
+            labels["training.kubeflow.org/replica-type"] if task_spec else None)
         assert pod["status"]["phase"] == "Pending"
     after = podgroup(driver, VOLCANO)
     assert after is not None and after["spec"]["queue"] == "research"
@@ -111,6 +115,7 @@ def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
     pytest.param("XGBoostJob", 2, 3, id="xgboostjob"),
     pytest.param("PaddleJob", 2, 2, id="paddlejob"),
     pytest.param("JAXJob", 1, 2, id="jaxjob"),
+    pytest.param("MPIJob", 3, 3, id="mpijob-launcher-and-workers"),
 ])
 def test_scheduler_plugins_podgroup_labels_and_suspend(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,

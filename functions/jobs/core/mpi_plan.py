@@ -71,24 +71,26 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
         plan.applies.append(config)
     if observed.secret is None and isinstance(ssh_keys, mpi.SSHKeys):
         plan.creates.append(mpi.ssh_secret(job, ssh_keys))
-    _workers(plan, job, workers)
-    _launcher(plan, job, observed, workers)
+    _workers(plan, job, workers, settings)
+    _launcher(plan, job, observed, workers, settings)
     return plan
 
 
-def _workers(plan: Plan, job: Job, workers: list[Obj]) -> None:
+def _workers(plan: Plan, job: Job, workers: list[Obj], settings: Settings) -> None:
     replicas = job.replicas("Worker")
     present = sort_pods(plan, workers, replicas, restarts_due(job, workers),
                         lambda pod: _worker_index(job, pod))
-    plan.creates += [mpi.worker_pod(job, i) for i in range(replicas) if i not in present]
+    plan.creates += [mpi.worker_pod(job, i, settings) for i in range(replicas)
+                     if i not in present]
 
 
-def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj]) -> None:
+def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
+              settings: Settings) -> None:
     launcher = observed.launcher
     if launcher is None:
         all_ready = len(workers) == job.replicas("Worker") and all(_ready(w) for w in workers)
         if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
-            plan.creates.append(mpi.launcher_job(job))
+            plan.creates.append(mpi.launcher_job(job, settings))
         return
     if (launcher.get("spec") or {}).get("suspend"):
         plan.applies.append(_suspend_patch(job, False))

@@ -52,7 +52,7 @@ def test_secret_and_service() -> None:
 
 
 def test_worker_pod() -> None:
-    worker = mpi.worker_pod(with_defaults(job(FILE)), 1)
+    worker = mpi.worker_pod(with_defaults(job(FILE)), 1, Settings())
     assert worker["metadata"]["name"] == "pi-worker-1"
     assert worker["metadata"]["labels"] == {
         "training.kubeflow.org/operator-name": "mpi-operator",
@@ -69,7 +69,7 @@ def test_worker_pod() -> None:
 
 
 def test_launcher_job() -> None:
-    launcher = mpi.launcher_job(with_defaults(job(FILE)))
+    launcher = mpi.launcher_job(with_defaults(job(FILE)), Settings())
     assert launcher["metadata"]["labels"]["training.kubeflow.org/job-name"] == "pi"
     spec = launcher["spec"]
     assert launcher["metadata"]["name"] == "pi-launcher"
@@ -85,6 +85,28 @@ def test_launcher_job() -> None:
     assert env["OMPI_MCA_orte_set_default_slots"] == "2"
     assert env["NVIDIA_VISIBLE_DEVICES"] == ""
     assert {v["name"] for v in pod_spec["volumes"]} == {"ssh-auth", "mpi-job-config"}
+
+
+@pytest.mark.parametrize(("settings", "scheduler", "annotations", "label"), [
+    pytest.param(Settings(), None, None, None, id="no-gang-scheduler"),
+    pytest.param(Settings(gang_scheduler="volcano"), "volcano",
+                 {"scheduling.k8s.io/group-name": "pi"}, None, id="volcano"),
+    pytest.param(Settings(gang_scheduler="scheduler-plugins",
+                          gang_scheduler_name="coscheduler"), "coscheduler", None, "pi",
+                 id="scheduler-plugins"),
+])
+def test_gang_decoration_of_workers_and_launcher(settings: Settings, scheduler: str | None,
+                                                 annotations: dict[str, str] | None,
+                                                 label: str | None) -> None:
+    d = with_defaults(job(FILE))
+    d.replica_specs["Worker"].template.setdefault("spec", {})["schedulerName"] = "other"
+    worker = mpi.worker_pod(d, 0, settings)
+    launcher = mpi.launcher_job(d, settings)["spec"]["template"]
+    for meta, spec, template_scheduler in ((worker["metadata"], worker["spec"], "other"),
+                                           (launcher["metadata"], launcher["spec"], None)):
+        assert spec.get("schedulerName") == (scheduler or template_scheduler)
+        assert meta.get("annotations") == annotations
+        assert meta["labels"].get("scheduling.x-k8s.io/pod-group") == label
 
 
 def _worker(index: int, phase: str, **extra: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from functions.core.keys import ObjectKey, controller_owner
 from functions.jobs import metrics
 from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
+from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.status import regresses
@@ -213,8 +214,11 @@ JOB_CHILDREN = (CacheSpec(resources.PODS, LABEL_JOB_NAME, LABEL_JOB_NAME),
 
 
 def controller_for(fw: Framework) -> Controller:
+    # A PodGroup's admission (Volcano's Inqueue) is what reconcile waits for to create pods.
     children = [ChildMapping("v1", "Pod", _label_parent(fw)),
-                ChildMapping("v1", "Service", _label_parent(fw))]
+                ChildMapping("v1", "Service", _label_parent(fw)),
+                *(ChildMapping(api, "PodGroup", _owner_parent(fw))
+                  for api in (VOLCANO_API, PLUGINS_API))]
     if fw.kind == "MPIJob":
         children.append(ChildMapping("batch/v1", "Job", _owner_parent(fw)))
     elif fw.kind == "PyTorchJob":

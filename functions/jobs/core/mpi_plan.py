@@ -52,8 +52,10 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
             keep_finished and phase(w) in ("Succeeded", "Failed"))]
         if observed.podgroup is not None:
             plan.deletes.append(observed.podgroup)
-        if observed.launcher is not None and not (observed.launcher.get("spec") or {}).get(
-                "suspend"):
+        # As mpi-operator: a job created suspended still gets its launcher Job, suspended.
+        if observed.launcher is None:
+            plan.creates.append(mpi.launcher_job(job, settings))
+        elif not (observed.launcher.get("spec") or {}).get("suspend"):
             plan.applies.append(_suspend_patch(job, True))
         return plan
     if settings.gang_scheduler and observed.podgroup_supported:
@@ -93,10 +95,29 @@ def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
             plan.creates.append(mpi.launcher_job(job, settings))
         return
     if (launcher.get("spec") or {}).get("suspend"):
-        plan.applies.append(_suspend_patch(job, False))
+        plan.applies.append(_resume_patch(job, settings))
 
 
 def _suspend_patch(job: Job, suspend: bool) -> Obj:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": mpi.launcher_name(job), "namespace": job.namespace},
             "spec": {"suspend": suspend}}
+
+
+# What of a suspended launcher Job's pod template may change (Kubernetes allows these on a
+# suspended Job that has not started) and what mpi-operator copies from the MPIJob on resume.
+SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
+
+
+def _resume_patch(job: Job, settings: Settings) -> Obj:
+    """Un-suspend the launcher Job with the scheduling directives, labels and annotations of
+    the MPIJob's launcher template as they are now: a queue such as Kueue sets them on the
+    MPIJob while admitting it, after the launcher Job was made."""
+    desired = mpi.launcher_job(job, settings)["spec"]["template"]
+    meta = desired["metadata"]
+    template: Obj = {
+        "metadata": {k: meta[k] for k in ("labels", "annotations") if meta.get(k)},
+        "spec": {k: desired["spec"][k] for k in SCHEDULING_DIRECTIVES if k in desired["spec"]}}
+    patch = _suspend_patch(job, False)
+    patch["spec"]["template"] = template
+    return patch

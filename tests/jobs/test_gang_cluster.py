@@ -18,6 +18,7 @@ from functions.jobs import controller, reads
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
 from tests.jobs.driver import JobDriver, for_test, sample, specs_of
+from tests.jobs.scrape import Samples, delta, scrape
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -56,6 +57,13 @@ def podgroup(driver: JobDriver, res: Resource) -> Obj | None:
     return driver.kube.get(res, driver.name, driver.namespace)
 
 
+def podgroups_counted(before: Samples) -> tuple[float, float]:
+    """PodGroups created and deleted since ``before``, by the upstream counters."""
+    after, _ = scrape("reconcile")
+    return (delta(after, before, "created_pod_groups_total"),
+            delta(after, before, "deleted_pod_groups_total"))
+
+
 def owned_by_job(obj: Obj, driver: JobDriver) -> bool:
     job = driver.get() or {}
     return [(r["kind"], r["name"], r["uid"], r.get("controller"))
@@ -78,6 +86,7 @@ def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,
         min_resources: dict[str, str], task_spec: bool) -> None:
     gang("volcano")
+    before, _ = scrape("reconcile")
     driver, total = start(kube, kind, "gang", namespace,
                           {"queue": "research", "priorityClass": "high"})
     driver.run_until(lambda: podgroup(driver, VOLCANO), what="the Volcano PodGroup")
@@ -89,6 +98,7 @@ def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
                              "queue": "research", "priorityClassName": "high"}
     assert driver.pods() == [], "no pod before Volcano admits the gang"
     assert podgroup(driver, PLUGINS) is None
+    assert podgroups_counted(before) == (1, 0)
 
     # Volcano's scheduler writes the phase (its CRD has no status subresource).
     kube.patch(VOLCANO, "gang", {"status": {"phase": "Pending"}}, namespace)
@@ -121,6 +131,7 @@ def test_scheduler_plugins_podgroup_labels_and_suspend(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,
         min_available: int, replicas: int) -> None:
     gang("scheduler-plugins")
+    before, _ = scrape("reconcile")
     driver, total = start(kube, kind, "coschedule", namespace, {
         "minAvailable": min_available, "minResources": {"cpu": "3", "nvidia.com/gpu": "2"},
         "scheduleTimeoutSeconds": 90, "queue": "ignored-without-volcano"})
@@ -141,3 +152,4 @@ def test_scheduler_plugins_podgroup_labels_and_suspend(
                namespace)
     driver.run_until(lambda: podgroup(driver, PLUGINS) is None and not driver.live_pods(),
                      what="PodGroup and pods deleted on suspend")
+    assert podgroups_counted(before) == (1, 1)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hack.pod_template_schema import pod_template_spec
+
 Schema = dict[str, Any]
 
 DNS1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -26,11 +28,20 @@ def rule(expression: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def pod_template(default_container: str | None) -> Schema:
-    container = obj(
-        "A container of the replica's pods (the full core/v1 Container is accepted).",
-        {"name": s("string", "Container name, unique within the pod.", maxLength=253),
-         "image": s("string", "Container image; must not be empty.", maxLength=4096)},
-        **{"x-kubernetes-preserve-unknown-fields": True})
+    """The full core/v1 PodTemplateSpec (hack/pod_template_schema.py), bounded where our
+    validation rules iterate, with those rules."""
+    template = pod_template_spec()
+    template["description"] = (
+        "Pod template of this replica type (a core/v1 PodTemplateSpec). The controller "
+        "overwrites spec.restartPolicy from the replica's restartPolicy and appends the "
+        "framework's environment variables.")
+    template["properties"]["metadata"]["description"] = (
+        "Labels, annotations and finalizers copied onto every pod of this replica.")
+    containers = template["properties"]["spec"]["properties"]["containers"]
+    containers["maxItems"] = 64
+    container = containers["items"]["properties"]
+    container["name"]["maxLength"] = 253
+    container["image"]["maxLength"] = 4096
     rules = [
         rule("has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
              "template.spec.containers must list at least one container"),
@@ -44,18 +55,8 @@ def pod_template(default_container: str | None) -> Schema:
             f"self.spec.containers.exists(c, has(c.name) && c.name == '{default_container}')",
             f"one container in template.spec.containers must be named "
             f"\"{default_container}\" (the framework's default container)"))
-    return obj(
-        "Pod template of this replica type (a core/v1 PodTemplateSpec). The controller "
-        "overwrites spec.restartPolicy from the replica's restartPolicy and appends the "
-        "framework's environment variables.",
-        {"metadata": obj("Labels and annotations copied onto every pod of this replica.",
-                         {}, **{"x-kubernetes-preserve-unknown-fields": True}),
-         "spec": obj("Pod spec (core/v1 PodSpec).",
-                     {"containers": {"type": "array", "maxItems": 64,
-                                     "description": "Containers of the pod.",
-                                     "items": container}},
-                     **{"x-kubernetes-preserve-unknown-fields": True})},
-        **{"x-kubernetes-validations": rules})
+    template["x-kubernetes-validations"] = rules
+    return template
 
 
 def replica_spec(default_container: str | None, default_policy: str) -> Schema:

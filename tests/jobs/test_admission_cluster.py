@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -198,6 +200,13 @@ def test_immutable_fields(kube: KubeClient, crds: None, namespace: str, field: s
                  id="paddle-elastic"),
     pytest.param("jaxjobs.spec.jaxReplicaSpecs", "Worker; keys are matched case-insensitively",
                  id="jax-specs"),
+    pytest.param("pytorchjob.spec.pytorchReplicaSpecs.template.spec.containers",
+                 "List of containers belonging to the pod.", id="pytorch-template-containers"),
+    pytest.param("mpijobs.spec.mpiReplicaSpecs.template.spec.containers.resources.limits",
+                 "Limits describes the maximum amount of compute resources allowed.",
+                 id="mpi-template-resources"),
+    pytest.param("paddlejobs.spec.paddleReplicaSpecs.template.spec.tolerations.effect",
+                 "Effect indicates the taint effect to match.", id="paddle-template-tolerations"),
 ])
 def test_kubectl_explain_shows_field_docs(cluster: Any, crds: None, field: str,
                                           text: str) -> None:
@@ -211,3 +220,37 @@ def test_kubectl_explain_shows_field_docs(cluster: Any, crds: None, field: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"kubectl explain {field}: {done.stdout} {done.stderr}")
         time.sleep(1)
+
+
+def _typos(job: Obj) -> None:
+    template = specs_of(job)["Worker"]["template"]
+    template["spec"]["nodeSelectr"] = {"disk": "ssd"}
+    template["spec"]["nodeSelector"] = {"disk": "ssd"}
+    container = template["spec"]["containers"][0]
+    container["imagePullPolic"] = "Always"
+    container["imagePullPolicy"] = "Always"
+    container["resources"]["limitz"] = {"cpu": "1"}
+
+
+@pytest.mark.parametrize("kind", [fw.kind for fw in FRAMEWORKS])
+def test_unknown_pod_template_fields_are_pruned_or_rejected(
+        cluster: Any, kube: KubeClient, crds: None, namespace: str, kind: str) -> None:
+    """Like upstream's CRDs: a typo in a pod template is refused by a strict client and
+    dropped otherwise; the fields it meant are kept."""
+    job = for_test(sample(kind), "typos", namespace)
+    _typos(job)
+    strict = subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "create",
+         "--validate=strict", "-f", "-"], input=json.dumps(job), capture_output=True,
+        text=True, check=False)
+    assert strict.returncode != 0
+    for typo in ("nodeSelectr", "imagePullPolic", "limitz"):
+        assert re.search(rf'unknown field "spec\.[^"]*\.{typo}"', strict.stderr), typo
+
+    created = kube.create(job, res=RESOURCES[kind])
+    template = specs_of(created)["Worker"]["template"]
+    container = template["spec"]["containers"][0]
+    assert "nodeSelectr" not in template["spec"] and "imagePullPolic" not in container
+    assert "limitz" not in container["resources"]
+    assert (template["spec"]["nodeSelector"], container["imagePullPolicy"]) == (
+        {"disk": "ssd"}, "Always")

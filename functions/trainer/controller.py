@@ -251,10 +251,11 @@ def status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result |
     return None
 
 
-def cleanup(ctx: Context) -> None:
-    """Everything labelled goes, except the namespace, CRDs and the platform's ConfigMap."""
+def cleanup(ctx: Context, namespace: str | None = None) -> None:
+    """Everything labelled goes, except the namespace, CRDs and the platform's ConfigMap
+    (``namespace``: the operand namespace, for types this identity may list only there)."""
     sweep.remove_runtimes(ctx.kube, ctx.log)
-    deleted = sweep.sweep(ctx.kube, stamp=None)
+    deleted = sweep.sweep(ctx.kube, stamp=None, namespace=namespace)
     if deleted:
         ctx.log.info("trainer cleanup deleted %d objects", len(deleted))
 
@@ -269,7 +270,7 @@ def gc(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | Non
             ctx.recorder.record(obj, WARNING, CONFLICT_REASON,
                                 f"cleanup skipped, nothing was deleted: {conflict}")
         else:
-            cleanup(ctx)
+            cleanup(ctx, trainer.spec.namespace)
         _patch_finalizers(ctx, trainer, [f for f in trainer.metadata.finalizers
                                          if f != FINALIZER])
         return None
@@ -281,7 +282,7 @@ def gc(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | Non
     obj, trainer = _ensure_finalizer(ctx, obj, trainer)
     outcome: Condition
     try:
-        cleanup(ctx)
+        cleanup(ctx, trainer.spec.namespace)
     except ApiError as exc:
         outcome = provisioning_failed(trainer.metadata.generation, str(exc))
         ctx.recorder.record(obj, WARNING, "ProvisioningError", f"cleanup failed: {exc}")

@@ -93,8 +93,26 @@ def test_func_install_leaves_the_function_services_to_func(
     objs = builds["config/func"]
     assert [o for o in objs if o["kind"] == "Trigger"] == []
     assert {o["metadata"]["name"] for o in objs
-            if o["apiVersion"].startswith("serving.knative.dev/")} == {
-        "odh-training-dead-letters", "odh-training-api"}
+            if o["apiVersion"].startswith("serving.knative.dev/")} == {"odh-training-dead-letters"}
+    accounts = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
+    assert accounts == {"odh-training-functions", "odh-training-events",
+                        "odh-training-dead-letters"}
+    functions_bound = {o["roleRef"]["name"] for o in objs
+                       if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                       and o["subjects"] == [{"kind": "ServiceAccount",
+                                              "name": "odh-training-functions",
+                                              "namespace": "opendatahub"}]}
+    assert functions_bound == {"odh-training-reconcile", "odh-training-reconcile-delegated",
+                               "odh-training-gc", "odh-training-status",
+                               "odh-training-reconcile-lease"}
+
+
+@pytest.mark.parametrize("directory", INSTALLS)
+def test_the_training_api_is_opt_in(builds: dict[str, list[Obj]], directory: str) -> None:
+    names = {o["metadata"]["name"] for o in builds[directory]}
+    assert not {n for n in names if n.startswith("odh-training-api")}
+    api = {(o["kind"], o["metadata"]["name"]) for o in builds["config/api"]}
+    assert ("Service", "odh-training-api") in api and ("ClusterRole", "odh-training-api") in api
 
 
 def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -> None:

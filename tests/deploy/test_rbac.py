@@ -128,12 +128,16 @@ def test_every_rule_is_explained_by_a_comment(path: Path) -> None:
 
 
 def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) -> None:
-    bindings = {(b["roleRef"]["name"], s["name"]) for b in rbac
-                if b["kind"] == "ClusterRoleBinding" for s in b["subjects"]}
-    assert bindings == {("odh-training-reconcile", "odh-training-reconcile"),
-                        ("odh-training-reconcile-delegated", "odh-training-reconcile"),
-                        ("odh-training-gc", "odh-training-gc"),
-                        ("odh-training-status", "odh-training-status"),
-                        ("odh-training-api", "odh-training-api")}
+    bindings = {(b["kind"], b["roleRef"]["name"], s["name"]) for b in rbac
+                if b["kind"] in ("ClusterRoleBinding", "RoleBinding") for s in b["subjects"]}
+    assert bindings == {
+        ("ClusterRoleBinding", "odh-training-reconcile", "odh-training-reconcile"),
+        ("ClusterRoleBinding", "odh-training-reconcile-delegated", "odh-training-reconcile"),
+        ("ClusterRoleBinding", "odh-training-gc", "odh-training-gc"),
+        ("ClusterRoleBinding", "odh-training-status", "odh-training-status"),
+        ("RoleBinding", "odh-training-reconcile", "odh-training-reconcile"),
+        ("RoleBinding", "odh-training-reconcile-lease", "odh-training-reconcile"),
+        ("RoleBinding", "odh-training-gc", "odh-training-gc"),
+        ("RoleBinding", "odh-training-status", "odh-training-status")}
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
     assert dead_letters["automountServiceAccountToken"] is False

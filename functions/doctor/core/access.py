@@ -151,9 +151,11 @@ EVENTS = [
     _may("events", "watch", KUBEFLOW, "pytorchjobs", "cluster"),
     _may("events", "watch", "", "pods", "cluster"),
     _may("events", "watch", "", "configmaps", "install"),
+    _may("events", "watch", "apps", "deployments", "install"),
     _not("events", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("events", "get", "", "secrets", "user", "credentials"),
     _not("events", "watch", "", "configmaps", "user"),
+    _not("events", "watch", "apps", "deployments", "user"),
 ]
 EXPECTATIONS: tuple[Expectation, ...] = (*RECONCILE, *GC, *STATUS, *EVENTS)
 # The all-in-one Service of `func deploy` (config/func) does what the three functions do.

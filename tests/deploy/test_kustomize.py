@@ -189,3 +189,28 @@ def test_dead_letter_sink_is_served_like_the_functions(builds: dict[str, list[Ob
     assert 0 < int(env["DEAD_LETTER_MAX_BYTES"]) <= 3 * 1024 * 1024
     assert 0 < int(env["DEAD_LETTER_EXCERPT_BYTES"]) <= 4096
     assert container["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+
+
+def _containers(obj: Obj) -> list[Obj]:
+    specs = (obj.get("spec") or {}).get("mpiReplicaSpecs") or {}
+    for key, value in (obj.get("spec") or {}).items():
+        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
+            specs = {**specs, **value}
+    return [c for spec in specs.values()
+            for c in spec["template"]["spec"]["containers"]]
+
+
+def test_samples_run_under_restricted_v2(builds: dict[str, list[Obj]]) -> None:
+    """OpenShift's restricted-v2 SCC refuses a fixed UID: no sample sets one."""
+    jobs = [o for o in builds["config/samples"] if o["kind"].endswith("Job")]
+    assert {o["kind"] for o in jobs} == {"PyTorchJob", "TFJob", "MXJob", "MPIJob"}
+    fixed = [(o["kind"], c["name"]) for o in jobs for c in _containers(o)
+             if "runAsUser" in (c.get("securityContext") or {})]
+    assert fixed == []
+
+
+def test_sample_trainer_deploys_into_the_install_namespace(
+        builds: dict[str, list[Obj]]) -> None:
+    trainer = find(builds["config/samples"], "Trainer", "default-trainer")
+    functions = knative_service(builds["config/default"], "odh-training-reconcile")
+    assert trainer["spec"]["appNamespace"] == functions["metadata"]["namespace"]

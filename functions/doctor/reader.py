@@ -37,6 +37,7 @@ INSTALLED = {
     "ApiServerSource": Resource("sources.knative.dev", "v1", "apiserversources",
                                 "ApiServerSource"),
     "PingSource": Resource("sources.knative.dev", "v1", "pingsources", "PingSource"),
+    "KafkaSink": Resource("eventing.knative.dev", "v1alpha1", "kafkasinks", "KafkaSink"),
 }
 OUR_PREFIX = "odh-training"
 ALWAYS_ASKED = ("serving.knative.dev/v1", "eventing.knative.dev/v1", "sources.knative.dev/v1",

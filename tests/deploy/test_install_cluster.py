@@ -28,7 +28,7 @@ from functions.kube.client import ApiError, KubeClient
 from functions.kube.config import from_kubeconfig
 from functions.trainer import kinds
 from functions.trainer.provision import render_all
-from tests.deploy.support import INSTALLS, build
+from tests.deploy.support import INSTALLS, REPO, build
 from tests.deploy.test_rbac import trainer_sources
 
 Obj = dict[str, Any]
@@ -40,7 +40,9 @@ MANAGER = "odh-training-install"
 def installed_crds(kube: KubeClient, crds: None, bin_dir: Path) -> None:
     third_party = bin_dir / "crds"
     apply_objects(kube, load_documents([third_party / "serving", third_party / "eventing",
-                                        third_party / "jobset"]), MANAGER, timeout=60)
+                                        third_party / "jobset",
+                                        REPO / "tests" / "deploy" / "data"]),
+                  MANAGER, timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -153,7 +153,7 @@ def _not_ready(objs: Iterable[tuple[str, Obj]]) -> list[str]:
 
 def event_path(snapshot: Snapshot) -> Finding:
     check = "event-path"
-    kinds = ("Service", "Broker", "Trigger", "ApiServerSource", "PingSource")
+    kinds = ("Service", "Broker", "Trigger", "ApiServerSource", "PingSource", "KafkaSink")
     objs = [(kind, o) for kind in kinds for o in snapshot.objects(kind)]
     if not objs:
         return Finding(check=check, status=Status.SKIP, summary="not installed yet")
@@ -164,7 +164,7 @@ def event_path(snapshot: Snapshot) -> Finding:
                                "not Ready", fix="kubectl describe each; the messages below say "
                                                 "why", details=tuple(waiting))
     return Finding(check=check, status=Status.PASS,
-                   summary=f"{len(objs)} Services, Broker, Triggers and sources Ready")
+                   summary=f"{len(objs)} Services, Broker, Triggers, sources and sinks Ready")
 
 
 def trainer(snapshot: Snapshot) -> Finding:

@@ -28,6 +28,8 @@ QUEUE_PROXY = ("queue-port", 8012)
 RECEIVERS = ("odh-training-reconcile", "odh-training-gc", "odh-training-status",
              "odh-training-dead-letters")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "jobsets")
+# The Trainer's operand namespace when spec.appNamespace is empty.
+DEFAULT_APP_NAMESPACE = "opendatahub"
 
 
 def _conflict_check(check: str, scope: Scope, what: str) -> Check:
@@ -173,6 +175,13 @@ def trainer(snapshot: Snapshot) -> Finding:
     if not found:
         return Finding(check=check, status=Status.SKIP,
                        summary="no Trainer yet (kubectl apply -f config/samples/trainer.yaml)")
+    operand = str((found[0].get("spec") or {}).get("appNamespace") or DEFAULT_APP_NAMESPACE)
+    if operand != snapshot.namespace:
+        return Finding(check=check, status=Status.FAIL,
+                       summary=f"the Trainer deploys into {operand}, not into the install's "
+                               f"namespace {snapshot.namespace}",
+                       fix=f"set spec.appNamespace: {snapshot.namespace} (the functions' "
+                           "namespaced Roles and the Trainer's event source are there)")
     waiting = _not_ready(("Trainer", t) for t in found)
     if waiting:
         return Finding(check=check, status=Status.FAIL, summary="the Trainer is not Ready",

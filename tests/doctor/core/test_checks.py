@@ -71,6 +71,11 @@ MPIJOB_SOURCE = {**ready("ApiServerSource", "odh-training-mpijobs"),
                  "not Ready", id="trainer-not-ready"),
     pytest.param(checks.trainer, with_(BASE, installed={}), Status.SKIP, "no Trainer",
                  id="trainer-absent"),
+    pytest.param(checks.trainer, with_(BASE, installed={"Trainer": (
+        {**ready("Trainer", "default-trainer"), "spec": {"appNamespace": "elsewhere"}},)}),
+                 Status.FAIL, "deploys into elsewhere", id="trainer-other-namespace"),
+    pytest.param(checks.trainer, with_(BASE, namespace="redhat-ods-applications"),
+                 Status.FAIL, "deploys into opendatahub", id="trainer-default-namespace"),
 ])
 def test_checks(check: Check, snapshot: Snapshot, status: Status, words: str) -> None:
     finding = check(snapshot)

@@ -24,8 +24,9 @@ from functions.dev.upstream import ManifestsError, trainer_manifests
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("dev", help="run everything locally (cluster, functions, "
                                    "ApiServerSource adapter, router) until Ctrl-C")
-    parser.add_argument("--resync", type=float, default=30.0, metavar="SECONDS",
-                        help="resync tick period (default 30; 0 = off)")
+    parser.add_argument("--resync", type=float, default=None, metavar="SECONDS",
+                        help="resync tick period (default: the schedule of "
+                             "eventing/pingsource.yaml, as in a cluster; 0 = off)")
     parser.add_argument("--record", type=Path, help="append every routed event to this JSONL")
     parser.add_argument("--admin", action="store_true",
                         help="run the functions as cluster admin instead of their "

@@ -99,7 +99,9 @@ class DevStack:
     eventing_dir: Path = REPO / "eventing"
     config_dir: Path = REPO / "config"
     trainer_manifests: Path | None = None
-    resync_interval: float | None = 30.0
+    # seconds between resync ticks: None takes eventing/pingsource.yaml's schedule (as in a
+    # cluster), 0 turns the ticker off
+    resync_interval: float | None = None
     record: Path | None = None
     as_service_accounts: bool = True
     cluster: LocalCluster | None = None

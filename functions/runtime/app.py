@@ -139,7 +139,8 @@ class FunctionRuntime:
         try:
             for module in _WARM_MODULES:
                 importlib.import_module(module)
-            from functions.runtime.dispatch import Dispatcher, KeyLocks
+            from functions.runtime.dispatch import Dispatcher
+            from functions.runtime.passes import KeyLocks
             from functions.runtime.registry import load_controllers
 
             controllers = (list(self._given_controllers) if self._given_controllers is not None
@@ -248,7 +249,7 @@ class FunctionRuntime:
     def receive(self, headers: dict[str, str], body: bytes) -> Answer:
         from functions.core.errors import InvalidEventError
         from functions.core.events import parse_event
-        from functions.runtime.dispatch import combine
+        from functions.runtime.outcomes import combine
 
         metrics = self.metrics()
         try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from functions.runtime.app import FunctionRuntime
-    from functions.runtime.dispatch import Outcome
+    from functions.runtime.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 

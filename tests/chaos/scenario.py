@@ -190,8 +190,15 @@ def _scrub(value: Any) -> Any:
 
 
 def _conditions(obj: Obj) -> list[tuple[str, str, str]]:
-    return sorted((str(c.get("type")), str(c.get("status")), str(c.get("reason", "")))
-                  for c in (obj.get("status") or {}).get("conditions") or [])
+    """The conditions, less a finished job's ``Running=False``: that entry exists only when a
+    status pass saw the pods running before they finished, which records history (whether an
+    event arrived during the short running phase), not a desired state. The Go operators
+    behave alike: finishing flips an existing Running condition and adds none."""
+    found = sorted((str(c.get("type")), str(c.get("status")), str(c.get("reason", "")))
+                   for c in (obj.get("status") or {}).get("conditions") or [])
+    if any(t in ("Succeeded", "Failed") and s == "True" for t, s, _ in found):
+        found = [c for c in found if (c[0], c[1]) != ("Running", "False")]
+    return found
 
 
 def describe(obj: Obj) -> Obj:

@@ -20,7 +20,8 @@ from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
-from functions.runtime.dispatch import Dispatcher, Route
+from functions.runtime.dispatch import Dispatcher
+from functions.runtime.outcomes import Route
 from functions.runtime.recorder import EventRecorder
 from tests.fuzz.strategies import job_spec
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from functions.core.keys import ObjectKey
-from functions.runtime.dispatch import (
-    Dispatcher,
-    Outcome,
-    RequeueTimers,
-    Route,
-    combine,
-)
+from functions.runtime.dispatch import Dispatcher
+from functions.runtime.outcomes import Outcome, Route
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context, Result
 from tests.runtime.controllers import Calls, recording_controller
@@ -27,24 +20,6 @@ def no_recorder() -> EventRecorder:
 
 A = ObjectKey("kubeflow.org/v1", "PyTorchJob", "ns", "a")
 B = ObjectKey("kubeflow.org/v1", "PyTorchJob", "ns", "b")
-
-
-@pytest.mark.parametrize(("outcomes", "expected"), [
-    pytest.param([], Outcome("ignored", "no controller handles this object"), id="nothing"),
-    pytest.param([Outcome("ok", runs=1), Outcome("ignored")], Outcome("ok", runs=1),
-                 id="ok"),
-    pytest.param([Outcome("ok", runs=1), Outcome("invalid", "bad spec", runs=1)],
-                 Outcome("invalid", "bad spec", runs=2), id="invalid"),
-    pytest.param([Outcome("invalid", "bad", runs=1),
-                  Outcome("retry", "api down", 2.0, 1, "temporary"),
-                  Outcome("retry", "boom", 30.0, 1, "bug")],
-                 Outcome("retry", "api down; boom", 30.0, 3, "bug,temporary"),
-                 id="retry-wins-with-the-longest-wait"),
-    pytest.param([Outcome("busy", "a is busy", 5.0), Outcome("ok", runs=1)],
-                 Outcome("busy", "a is busy", 5.0, 1), id="busy"),
-])
-def test_combine(outcomes: list[Outcome], expected: Outcome) -> None:
-    assert combine(outcomes) == expected
 
 
 def test_a_route_runs_one_pass_at_a_time_and_other_routes_run_in_parallel() -> None:
@@ -163,27 +138,3 @@ def test_requeue_after_runs_the_key_again() -> None:
         time.sleep(0.01)
     assert calls.keys() == [A, A]
     assert dispatcher.timers.pending() == 0
-
-
-def test_timers_keep_the_earliest_request_per_key() -> None:
-    fired: list[tuple[float, ObjectKey]] = []
-    started = time.monotonic()
-
-    def run(route: Route) -> Outcome:
-        fired.append((time.monotonic() - started, route.key))
-        return Outcome("ok")
-
-    calls = Calls()
-    controller = recording_controller(calls)
-    timers = RequeueTimers(run)
-    timers.schedule(Route(controller, A), 0.3)
-    timers.schedule(Route(controller, A), 0.05)
-    timers.schedule(Route(controller, A), 0.2)
-    timers.schedule(Route(controller, B), 0.05)
-    assert timers.pending() == 2
-    time.sleep(0.5)
-    assert sorted(key.name for _, key in fired) == ["a", "b"]
-    assert all(elapsed < 0.25 for elapsed, _ in fired)
-    timers.schedule(Route(controller, A), 10)
-    timers.cancel_all()
-    assert timers.pending() == 0

@@ -265,6 +265,8 @@ def test_missing_jobset_crd_degrades_and_recovers(
         assert events and events[0]["type"] == "Warning"
     finally:
         install_jobset_crd(kube, bin_dir)
+    harness.wait_until(lambda: kube.discover("jobset.x-k8s.io/v1alpha2"), 30,
+                       "the JobSet API to be served again")
     harness.reconcile(kube)
     wait_available(kube, namespace)
     harness.status(kube)

@@ -190,4 +190,8 @@ def launcher_job(job: Job) -> Obj:
                        ("backoffLimit", policy.backoff_limit)):
         if value is not None:
             spec[key] = value
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _meta(job, name), "spec": spec}
+    meta = _meta(job, name)
+    # The job-name label makes its changes reach the functions: the ApiServerSource selects
+    # batch Jobs by it (eventing/apiserversource.yaml).
+    meta["labels"] = {**meta["labels"], **role_labels(job, "launcher")}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}

@@ -70,6 +70,7 @@ def test_worker_pod() -> None:
 
 def test_launcher_job() -> None:
     launcher = mpi.launcher_job(with_defaults(job(FILE)))
+    assert launcher["metadata"]["labels"]["training.kubeflow.org/job-name"] == "pi"
     spec = launcher["spec"]
     assert launcher["metadata"]["name"] == "pi-launcher"
     assert (spec["backoffLimit"], spec["ttlSecondsAfterFinished"], spec["suspend"]) == (

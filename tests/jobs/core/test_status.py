@@ -6,7 +6,7 @@ import pytest
 
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import Job
-from functions.jobs.core.status import StatusOutcome, count_replicas, derive_status
+from functions.jobs.core.status import StatusOutcome, count_replicas, derive_status, regresses
 from tests.jobs.fixtures import NOW, condition, job, pod, stamp, summary
 
 PT = "pytorch-master-workers.yaml"
@@ -266,3 +266,26 @@ def test_exit_code_events() -> None:
 def test_externally_managed_gets_no_status() -> None:
     j: Job = with_defaults(job(PT, spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}))
     assert derive_status(j, [], NOW) is None
+
+
+def _wire(active: int = 0, succeeded: int = 0, failed: int = 0,
+          true: tuple[str, ...] = ("Created",)) -> dict[str, Any]:
+    return {"conditions": [{"type": t, "status": "True"} for t in true],
+            "replicaStatuses": {"Worker": {"active": active, "succeeded": succeeded,
+                                           "failed": failed}}}
+
+
+@pytest.mark.parametrize(("persisted", "derived", "backwards"), [
+    pytest.param(_wire(), _wire(active=2), False, id="more-active"),
+    pytest.param(_wire(active=2), _wire(active=1), True, id="fewer-active"),
+    pytest.param(_wire(succeeded=1), _wire(succeeded=0), True, id="fewer-succeeded"),
+    pytest.param(_wire(true=("Created", "Running")), _wire(), True, id="running-lost"),
+    pytest.param(_wire(active=2, true=("Created", "Running")),
+                 _wire(succeeded=2, true=("Created", "Succeeded")), True,
+                 id="finishing-is-confirmed-too"),
+    pytest.param({}, _wire(), False, id="first-status"),
+    pytest.param(_wire(active=1), {"conditions": [], "replicaStatuses": {}}, True,
+                 id="replica-type-gone"),
+])
+def test_regresses(persisted: dict[str, Any], derived: dict[str, Any], backwards: bool) -> None:
+    assert regresses(persisted, derived) is backwards

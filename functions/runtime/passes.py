@@ -1,0 +1,174 @@
+"""How passes of one route are run: at most one at a time per route in a process, with the
+deliveries that arrive meanwhile sharing the next (:class:`Coalescer`); across the functions
+one process serves, one key at a time (:class:`KeyLocks`); and "look again later" timers
+(:class:`RequeueTimers`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from functions.core.keys import ObjectKey
+from functions.runtime.outcomes import (
+    BUG_RETRY_AFTER,
+    BUSY_RETRY_AFTER,
+    Outcome,
+    Route,
+    RouteId,
+    _lock_id,
+    route_id,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KeyLocks:
+    """One lock per key, created on demand and dropped when nobody holds or awaits it. Shared
+    by the dispatchers of one process that serves several functions (``serve all``), so their
+    handlers take turns on a key there as they would on a quiet cluster; separate processes
+    run them concurrently, which the handlers are written for."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[tuple[str, str, str, str], tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, key: ObjectKey, timeout: float) -> Iterator[bool]:
+        ident = _lock_id(key)
+        with self._guard:
+            lock, users = self._locks.get(ident, (threading.Lock(), 0))
+            self._locks[ident] = (lock, users + 1)
+        acquired = lock.acquire(timeout=timeout)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                lock.release()
+            with self._guard:
+                lock, users = self._locks[ident]
+                if users <= 1:
+                    del self._locks[ident]
+                else:
+                    self._locks[ident] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._locks)
+
+
+@dataclass
+class _Runs:
+    """Bookkeeping of one route: requests are numbered; a pass covers every request numbered
+    up to the count when it started."""
+
+    wake: threading.Condition
+    requested: int = 0
+    completed: int = 0
+    running: bool = False
+    users: int = 0
+    fresh: bool = False   # a waiting request wants the next pass to read fresh state
+    outcome: Outcome | None = None
+
+
+class Coalescer:
+    """At most one pass per route at a time; requests that arrive meanwhile share the next."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._routes: dict[RouteId, _Runs] = {}
+
+    def run(self, ident: RouteId, attempt: Callable[[bool], Outcome], timeout: float, *,
+            fresh: bool = False) -> Outcome:
+        """``attempt(fresh)`` (which must not raise) once for this request and any that arrive
+        while it runs, or the outcome of a pass that started after this request arrived. A
+        pass reads fresh state when any request it covers asked for that."""
+        with self._guard:
+            runs = self._routes.get(ident)
+            if runs is None:
+                runs = self._routes[ident] = _Runs(threading.Condition(self._guard))
+            runs.requested += 1
+            runs.users += 1
+            runs.fresh = runs.fresh or fresh
+            ticket = runs.requested
+            deadline = time.monotonic() + timeout
+            while runs.running:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._leave(ident, runs)
+                    return Outcome("busy", f"{ident[1][3]} is busy", BUSY_RETRY_AFTER)
+                runs.wake.wait(remaining)
+                if runs.completed >= ticket and runs.outcome is not None:
+                    self._leave(ident, runs)
+                    return runs.outcome
+            runs.running = True
+            covers = runs.requested
+            fresh, runs.fresh = runs.fresh, False
+        outcome = Outcome("retry", "the pass was interrupted", BUG_RETRY_AFTER, 0, "bug")
+        try:
+            outcome = attempt(fresh)
+        finally:
+            with self._guard:
+                runs.running = False
+                runs.completed = covers
+                runs.outcome = outcome
+                runs.wake.notify_all()
+                self._leave(ident, runs)
+        return outcome
+
+    def _leave(self, ident: RouteId, runs: _Runs) -> None:
+        runs.users -= 1
+        if runs.users == 0 and not runs.running:
+            del self._routes[ident]
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._routes)
+
+
+@dataclass
+class RequeueTimers:
+    """In-memory "look again in N seconds" timers: best effort, lost on restart (the periodic
+    resync is the guarantee). One pending timer per route; the earliest request wins."""
+
+    run: Callable[[Route], Outcome]
+    limit: int = 10_000
+    _timers: dict[RouteId, tuple[float, threading.Timer]] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def schedule(self, route: Route, delay: float) -> None:
+        ident = route_id(route)
+        due = time.monotonic() + delay
+        with self._guard:
+            current = self._timers.get(ident)
+            if current is not None:
+                if current[0] <= due:
+                    return
+                current[1].cancel()
+            elif len(self._timers) >= self.limit:
+                log.warning("too many requeue timers; %s relies on the next resync", route.key)
+                return
+            timer = threading.Timer(max(0.0, delay), self._fire, args=(ident, route))
+            timer.daemon = True
+            self._timers[ident] = (due, timer)
+            timer.start()
+
+    def _fire(self, ident: RouteId, route: Route) -> None:
+        with self._guard:
+            self._timers.pop(ident, None)
+        outcome = self.run(route)
+        if outcome.cause == "temporary":
+            self.schedule(route, outcome.retry_after)
+
+    def pending(self) -> int:
+        with self._guard:
+            return len(self._timers)
+
+    def cancel_all(self) -> None:
+        with self._guard:
+            for _, timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()

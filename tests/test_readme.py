@@ -1,0 +1,62 @@
+"""Every figure the README's "Measured" section states comes from the committed benchmark run
+(bench/results/latest.json): when either changes without the other, this fails."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support import REPO
+
+RESULTS = json.loads((REPO / "bench" / "results" / "latest.json").read_text())
+MEASURED = (REPO / "README.md").read_text().split("## Measured", 1)[1].split("\n## ", 1)[0]
+
+
+def median(path: str) -> float:
+    node: Any = RESULTS
+    for part in path.split("/"):
+        node = node[part]
+    return float(node["median"] if isinstance(node, dict) else node)
+
+
+B2, B10 = "burst/jobs_200", "burst/jobs_1000"
+REQUESTS = "controller_requests_per_job/total_requests"
+
+
+@pytest.mark.parametrize(("path", "text", "digits"), [
+    pytest.param("cluster/cluster_start_s", "3.7 s", 1, id="cluster-start"),
+    pytest.param("cluster/cluster_stop_s", "1.3 s", 1, id="cluster-stop"),
+    pytest.param("runtime/spawn_to_ready_s", "0.58 s", 2, id="spawn-to-ready"),
+    pytest.param("runtime/worker_rss_mib", "44.4 MiB", 1, id="worker-rss"),
+    pytest.param("runtime/parse_route_ms", "0.065 ms", 3, id="parse-route"),
+    pytest.param("throughput/job_events_per_s", "808", 0, id="events-per-second"),
+    pytest.param("trainer/first_reconcile_s", "5.0 s", 1, id="trainer-first"),
+    pytest.param("trainer/steady_reconcile_s", "0.17 s", 2, id="trainer-steady"),
+    pytest.param("jobs/jobs_200/ours_s", "32.3 s", 1, id="controllers-alone"),
+    pytest.param("resync/reconcile/wall_s", "13.1 s", 1, id="resync-reconcile"),
+    pytest.param("coldburst/spawn_to_first_event_s", "1.19 s", 2, id="cold-first-event"),
+    pytest.param("coldburst/dead_letters", "0 dead letters", 0, id="cold-dead-letters"),
+    pytest.param(f"{B2}/limit/created_s", "11.9 s", 1, id="limit-200"),
+    pytest.param(f"{B2}/go-default/created_s", "129.0 s", 1, id="go-default-200"),
+    pytest.param(f"{B2}/go-tuned/created_s", "15.9 s", 1, id="go-tuned-200"),
+    pytest.param(f"{B2}/go-tuned/running_s", "16.9 s", 1, id="go-tuned-running-200"),
+    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "3.3 / 3.8 s", 1,
+                 id="go-tuned-cpu-200"),
+    pytest.param(f"{B2}/ours/created_s", "**19.0 s**", 1, id="ours-200"),
+    pytest.param(f"{B2}/ours/running_s", "**24.3 s**", 1, id="ours-running-200"),
+    pytest.param(f"{B2}/ours/{REQUESTS}", "**14.4**", 1, id="ours-requests-200"),
+    pytest.param(f"{B2}/ours/dead_letters", "**0**", 0, id="ours-dead-200"),
+    pytest.param(f"{B2}/ours-x4/running_s", "31.9 s", 1, id="ours-x4-running-200"),
+    pytest.param(f"{B10}/go-tuned/created_s", "83.2 s", 1, id="go-tuned-1000"),
+    pytest.param(f"{B10}/go-tuned/running_s", "91.8 s", 1, id="go-tuned-running-1000"),
+    pytest.param(f"{B10}/ours/created_s", "**104.4 s**", 1, id="ours-1000"),
+    pytest.param(f"{B10}/ours/running_s", "**135.2 s**", 1, id="ours-running-1000"),
+    pytest.param(f"{B10}/ours/{REQUESTS}", "**15.0**", 1, id="ours-requests-1000"),
+    pytest.param(f"{B10}/ours/jobs_not_running", "**0**", 0, id="ours-all-running-1000"),
+])
+def test_readme_figure_is_the_committed_result(path: str, text: str, digits: int) -> None:
+    number = text.strip("*").split(" ")[0]
+    assert f"{median(path):.{digits}f}" == number, (path, median(path))
+    assert text in MEASURED, text

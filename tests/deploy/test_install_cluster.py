@@ -4,7 +4,8 @@ from their Go modules (the test bin dir) and this project's CRDs:
 * every object of every install kustomization passes a server-side dry-run apply;
 * each identity (the functions' and the event sources' ServiceAccounts) is allowed what its
   handlers do and denied representative things it has no use for (SubjectAccessReview, with
-  the expectations `python -m functions doctor` checks: functions/doctor/core/access.py);
+  the expectations `python -m functions doctor` checks: functions/doctor/core/access.py), and
+  the one identity of config/func is allowed what the three functions do;
 * the reconcile ServiceAccount, with its own token, may apply every ClusterRole, Role and
   binding the Trainer renders, under their real names (server-side dry run: authorization,
   the name-scoped rules and RBAC escalation prevention all run, nothing is stored), so
@@ -121,6 +122,46 @@ def test_identity_may_do_what_its_function_does(
 def test_identity_is_denied_what_it_must_not_do(
         kube: KubeClient, rbac_installed: None, case: access.Expectation) -> None:
     assert not can(kube, case)
+
+
+# -- the one identity of `func deploy` (config/func) ------------------------------------------
+
+FUNC_ACCOUNT = access.service_account(access.FUNC_IDENTITY)
+BINDINGS = ("ClusterRoleBinding", "RoleBinding")
+
+
+@pytest.fixture(scope="module")
+def func_rbac_installed(kube: KubeClient, bin_dir: Path, rbac_installed: None) -> None:
+    """config/func's ServiceAccount and the bindings that name it. config/func changes only
+    the subjects of config/rbac's bindings, under the same names, so they are applied here
+    with a suffix: config/rbac's bindings stay for the other tests of this cluster. The roles
+    they bind must be config/rbac's as applied (checked, so a role config/func changed would
+    not go unseen)."""
+    objs = build(bin_dir / "kustomize", "config/func")
+    applied = {(o["kind"], o["metadata"]["name"]): o
+               for o in [*build(bin_dir / "kustomize", "config/rbac"),
+                         *build(bin_dir / "kustomize", "eventing")]}
+    bindings = [o for o in objs if o["kind"] in BINDINGS
+                and any(s["name"] == FUNC_ACCOUNT for s in o["subjects"])]
+    for binding in bindings:
+        role = (binding["roleRef"]["kind"], binding["roleRef"]["name"])
+        assert next(o for o in objs if (o["kind"], o["metadata"]["name"]) == role) == \
+            applied[role], f"{role} differs from config/rbac's"
+    renamed = [{**o, "metadata": {**o["metadata"], "name": o["metadata"]["name"] + "-func"}}
+               for o in bindings]
+    account = [o for o in objs
+               if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == FUNC_ACCOUNT]
+    assert account and len(bindings) >= 5
+    apply_objects(kube, [*account, *renamed], MANAGER)
+
+
+@pytest.mark.parametrize("case", access.expectations_for(access.FUNC_IDENTITY),
+                         ids=access.Expectation.case_id)
+def test_func_identity_may_do_what_the_three_functions_do(
+        kube: KubeClient, func_rbac_installed: None, case: access.Expectation) -> None:
+    """The queue's Lease included: without its binding, jobs submitted through the API on
+    the `func deploy` path would stay suspended."""
+    assert reader.review(kube, NAMESPACE, case, access.FUNC_IDENTITY).allowed
 
 
 # -- escalation prevention, with the functions' own tokens ------------------------------------

@@ -189,18 +189,39 @@ def rendered_rbac(upstream_manifests: Path) -> list[Obj]:
 
 def test_reconcile_token_may_apply_every_rendered_role_and_binding(
         kube: KubeClient, cluster: Any, rbac_installed: None, rendered_rbac: list[Obj]) -> None:
+    """Roles first (an apply that creates, authorized by name, unless another test of this
+    cluster left them); then, with the roles stored as a reconcile leaves them, the bindings:
+    RBAC judges a binding against the rules of the role it names, which a dry run never
+    stores. The roles this test stored are deleted again."""
     reconcile = client_as(kube, cluster.kubeconfig, "reconcile")
-    ordered = sorted(rendered_rbac, key=lambda o: o["kind"].endswith("Binding"))
-    refused: dict[str, str] = {}
-    for obj in ordered:  # roles first: a binding is judged against its role's rules
-        try:
-            reconcile.apply(obj, "trainer", res=kinds.resource_of(kube, obj["apiVersion"],
-                                                                  obj["kind"]), dry_run=True)
-        except ApiError as exc:
-            refused[_describe(obj)] = exc.message
-    assert refused == {}
-    assert {o["kind"] for o in ordered} == {"ClusterRole", "Role", "ClusterRoleBinding",
-                                            "RoleBinding"}
+    roles = [o for o in rendered_rbac if not o["kind"].endswith("Binding")]
+    bindings = [o for o in rendered_rbac if o["kind"].endswith("Binding")]
+    assert {o["kind"] for o in roles} == {"ClusterRole", "Role"}
+    assert {o["kind"] for o in bindings} == {"ClusterRoleBinding", "RoleBinding"}
+
+    def refused(objs: list[Obj]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for obj in objs:
+            try:
+                reconcile.apply(obj, "trainer", res=kinds.resource_of(
+                    kube, obj["apiVersion"], obj["kind"]), dry_run=True)
+            except ApiError as exc:
+                found[_describe(obj)] = exc.message
+        return found
+
+    def stored(obj: Obj) -> bool:
+        return kube.get(kinds.resource_of(kube, obj["apiVersion"], obj["kind"]),
+                        obj["metadata"]["name"], obj["metadata"].get("namespace")) is not None
+
+    created = [o for o in roles if not stored(o)]  # left by another test of this cluster
+    assert refused(roles) == {}
+    apply_objects(kube, created, MANAGER)
+    try:
+        assert refused(bindings) == {}
+    finally:
+        for obj in created:
+            kube.delete(kinds.resource_of(kube, obj["apiVersion"], obj["kind"]),
+                        obj["metadata"]["name"], obj["metadata"].get("namespace"))
 
 
 @pytest.mark.parametrize(("kind", "name"), [

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from functions.__main__ import build_parser
+from functions.core.delivery import DeliverySpec
 from functions.trainer.core import params
 from tests.deploy.support import (
     FUNCTIONS,
@@ -110,6 +111,24 @@ def test_func_install_leaves_the_function_services_to_func(
     assert functions_bound == {"odh-training-reconcile", "odh-training-reconcile-delegated",
                                "odh-training-gc", "odh-training-status",
                                "odh-training-reconcile-lease"}
+
+
+@pytest.mark.parametrize("directory", ["config/default", "config/overlays/openshift"])
+def test_every_delivery_times_out_before_its_function_would(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    """Each Trigger's delivery (its own, else the Broker's) has a timeout, shorter than the
+    request timeout of the Service it delivers to: a longer one would never take effect, and
+    a hung attempt would hold its delivery until Knative Serving cut it."""
+    objs = builds[directory]
+    broker = DeliverySpec.from_spec(find(objs, "Broker", "odh-training")["spec"].get("delivery"))
+    triggers = [o for o in objs if o["kind"] == "Trigger"]
+    assert len(triggers) == len(FUNCTIONS)
+    for trigger in triggers:
+        delivery = DeliverySpec.from_spec(trigger["spec"].get("delivery"), broker)
+        service = knative_service(objs, trigger["spec"]["subscriber"]["ref"]["name"])
+        revision_timeout = service["spec"]["template"]["spec"].get("timeoutSeconds", 300)
+        assert delivery.timeout is not None, trigger["metadata"]["name"]
+        assert delivery.timeout < revision_timeout, trigger["metadata"]["name"]
 
 
 @pytest.mark.parametrize("directory", INSTALLS)

@@ -61,8 +61,11 @@ def test_kind_has_a_controller_resource_and_api_kind(fw: Framework) -> None:
 @pytest.mark.parametrize("fw", KINDS)
 def test_event_source_and_every_trigger_carry_the_kind(fw: Framework) -> None:
     sources = documents(REPO / "eventing" / "apiserversource.yaml")
-    main = next(s for s in sources if s["metadata"]["name"] == "odh-training-objects")
-    assert {"apiVersion": fw.api_version, "kind": fw.kind} in main["spec"]["resources"]
+    carrying = [s["metadata"]["name"] for s in sources
+                if {"apiVersion": fw.api_version, "kind": fw.kind} in s["spec"]["resources"]]
+    # One source per optional group/version: the v1 kinds share the objects source.
+    assert carrying == (["odh-training-objects"] if fw.api_version == "kubeflow.org/v1"
+                        else ["odh-training-mpijobs"])
     for trigger in documents(REPO / "eventing" / "triggers.yaml"):
         assert fw.kind in trigger_kinds(trigger), trigger["metadata"]["name"]
 
@@ -74,7 +77,7 @@ def test_event_source_and_every_trigger_carry_the_kind(fw: Framework) -> None:
                  {"get", "list", "watch"}, ("status", {"patch"}), id="status"),
     pytest.param("config/rbac/gc_role.yaml", "odh-training-gc",
                  {"get", "list", "watch", "delete"}, None, id="gc"),
-    pytest.param("config/rbac/api.yaml", "odh-training-api",
+    pytest.param("config/api/rbac.yaml", "odh-training-api",
                  {"get", "list", "create", "delete"}, None, id="api"),
     pytest.param("eventing/rbac.yaml", "odh-training-events",
                  {"get", "list", "watch"}, None, id="event-source"),

@@ -41,7 +41,7 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) 
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return True
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # slow: not ready yet
             pass
         time.sleep(0.02)
     raise AssertionError(f"{url} never became ready")

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 class ConflictMemo:
     """The conflicts of ``scope`` as ``observe`` last read them, for at most ``ttl`` seconds
-    (``ttl`` may be changed at any time; it applies from the next read)."""
+    (``ttl`` and ``retry`` may be changed at any time; they apply from the next call)."""
 
     def __init__(self, scope: Scope, observe: Callable[[KubeClient], Platform],
                  ttl: float = 30.0, *, retry: float = 5.0,
@@ -45,14 +45,17 @@ class ConflictMemo:
         self._clock = clock
         self._lock = threading.Lock()
         self._found: tuple[Conflict, ...] | None = None
-        self._expires = 0.0
+        self._attempted = 0.0  # when the last read was tried
+        self._failed = False  # whether it failed (the answer is older)
 
     def conflicts(self, kube: KubeClient) -> tuple[Conflict, ...]:
         """The conflicts now, from memory while the last read is younger than ``ttl``."""
         with self._lock:
             now = self._clock()
-            if self._found is not None and now < self._expires:
+            wait = self.retry if self._failed else self.ttl
+            if self._found is not None and now - self._attempted < wait:
                 return self._found
+            self._attempted = now
             try:
                 platform = self._observe(kube)
             except (ApiError, TemporaryError) as exc:
@@ -61,14 +64,14 @@ class ConflictMemo:
                                          retry_after=self.retry) from exc
                 log.warning("cannot read the platform's controllers, keeping the last "
                             "answer for %.0f s: %s", self.retry, exc)
-                self._expires = now + self.retry
+                self._failed = True
                 return self._found
+            self._failed = False
             self._found = tuple(blocking(platform, self.scope))
-            self._expires = now + self.ttl
             return self._found
 
     def forget(self) -> None:
         """Read again on the next call."""
         with self._lock:
             self._found = None
-            self._expires = 0.0
+            self._failed = False

@@ -86,6 +86,15 @@ def test_only_conflicts_of_the_scope_count() -> None:
     assert memo(Script(trainer_only), Clock()).conflicts(KUBE) == ()
 
 
+def test_a_shorter_ttl_applies_to_the_answer_in_memory() -> None:
+    script, clock = Script(OPERATOR, Platform()), Clock()
+    conflicts = memo(script, clock)
+    assert conflicts.conflicts(KUBE)
+    clock.now = 1.0
+    conflicts.ttl = 0.5
+    assert conflicts.conflicts(KUBE) == ()
+
+
 def test_forget_reads_on_the_next_call() -> None:
     script, clock = Script(OPERATOR, Platform()), Clock()
     conflicts = memo(script, clock)

@@ -11,11 +11,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from functions.api.core import queue
+from functions.api.core import kinds, queue, trainjobs
 from functions.api.core.models import (
     FRAMEWORKS,
     NAME_BY_KIND,
     Admission,
+    AnyJobRequest,
     ConditionView,
     EventView,
     JobRequest,
@@ -23,6 +24,7 @@ from functions.api.core.models import (
     QueueView,
     ReplicaCounts,
     State,
+    TrainJobRequest,
 )
 from functions.jobs.core.frameworks import (
     BY_KIND,
@@ -74,10 +76,9 @@ def _container(request: JobRequest, replica_type: str, trains: bool) -> Obj:
     return container
 
 
-def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
-              kueue: bool) -> Obj:
-    """The CR for ``request``: created suspended, labelled for this queue or for Kueue."""
-    fw = FRAMEWORKS[request.framework]
+def queue_metadata(request: AnyJobRequest, now: datetime, user: str, kueue: bool) -> Obj:
+    """Labels and annotations of a new job: for this queue or for Kueue, priority, who and
+    when."""
     labels = dict(request.labels)
     if kueue and request.queue:
         labels[queue.LABEL_KUEUE_QUEUE] = request.queue
@@ -87,6 +88,16 @@ def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
     annotations = {queue.ANNOTATION_PRIORITY: str(request.priority),
                    queue.ANNOTATION_SUBMITTED_AT: queue.timestamp(now),
                    queue.ANNOTATION_SUBMITTED_BY: user[:SUBMITTED_BY_LIMIT]}
+    return {"labels": labels, "annotations": annotations}
+
+
+def build_job(request: AnyJobRequest, namespace: str, now: datetime, user: str,
+              kueue: bool) -> Obj:
+    """The CR for ``request``: created suspended, labelled for this queue or for Kueue."""
+    metadata = queue_metadata(request, now, user, kueue)
+    if isinstance(request, TrainJobRequest):
+        return trainjobs.build(request, namespace, metadata)
+    fw = FRAMEWORKS[request.framework]
     specs: Obj = {}
     for replica_type, replicas, trains in replica_layout(request):
         template: Obj = {"spec": {"containers": [_container(request, replica_type, trains)]}}
@@ -99,35 +110,32 @@ def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
     if request.framework == "mxnet":
         spec["jobMode"] = "MXTrain"
     return {"apiVersion": fw.api_version, "kind": fw.kind,
-            "metadata": {"name": request.name, "namespace": namespace,
-                         "labels": labels, "annotations": annotations},
+            "metadata": {"name": request.name, "namespace": namespace, **metadata},
             "spec": spec}
 
 
-def _true(conditions: list[Obj], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
-
-
 def state_of(cr: Obj) -> State:
-    """One word for where the job is, from its conditions and ``runPolicy.suspend``."""
-    conditions = list((cr.get("status") or {}).get("conditions") or [])
-    if _true(conditions, "Succeeded"):
+    """One word for where the job is, from its conditions (a TrainJob's ``Complete`` is
+    ``Succeeded``; it runs while a child Job is active) and its ``suspend``."""
+    if kinds.succeeded(cr):
         return "Succeeded"
-    if _true(conditions, "Failed"):
+    if kinds.failed(cr):
         return "Failed"
-    if queue.suspended(cr):
+    if kinds.suspended(cr):
         labels = (cr.get("metadata") or {}).get("labels") or {}
         waiting = (labels.get(queue.LABEL_QUEUE_STATE) is not None
                    or labels.get(queue.LABEL_KUEUE_QUEUE) is not None)
         return "Queued" if waiting else "Suspended"
-    if _true(conditions, "Restarting"):
+    if kinds.condition_true(cr, "Restarting"):
         return "Restarting"
-    if _true(conditions, "Running"):
+    if kinds.condition_true(cr, "Running") or trainjobs.running(cr):
         return "Running"
     return "Pending"
 
 
 def _replicas(cr: Obj) -> dict[str, ReplicaCounts]:
+    if cr.get("kind") == kinds.TRAINJOB_KIND:
+        return trainjobs.child_jobs(cr)
     fw = BY_KIND.get(str(cr.get("kind")))
     spec = cr.get("spec") or {}
     specs = spec.get(fw.specs_field) if fw else None
@@ -209,7 +217,10 @@ def event_view(event: Obj) -> EventView:
 
 
 def primary_replica(cr: Obj) -> str:
-    """The replica whose logs tell the job's story: master, chief, launcher or worker 0."""
+    """The replica whose logs tell the job's story: master, chief, launcher or worker 0 (a
+    TrainJob's trainer nodes)."""
+    if cr.get("kind") == kinds.TRAINJOB_KIND:
+        return trainjobs.TRAINER_REPLICA
     fw = BY_KIND[str(cr.get("kind"))]
     specs = (cr.get("spec") or {}).get(fw.specs_field) or {}
     present = {t.lower() for t in specs}
@@ -221,6 +232,8 @@ def primary_replica(cr: Obj) -> str:
 
 def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
     """The label selector of the pod(s) holding the logs of ``replica`` ``index``."""
+    if cr.get("kind") == kinds.TRAINJOB_KIND:
+        return trainjobs.log_pod_selector(cr, replica, index)
     meta = cr.get("metadata") or {}
     selector = f"{LABEL_JOB_NAME}={meta.get('name')}"
     if cr.get("kind") == "MPIJob" and replica == "launcher":
@@ -230,10 +243,11 @@ def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
 
 def log_container(cr: Obj, pod: Obj) -> str:
     """The framework's container when the pod has it, else its first container."""
-    fw = BY_KIND[str(cr.get("kind"))]
+    fw = BY_KIND.get(str(cr.get("kind")))
+    wanted = fw.default_container if fw else trainjobs.TRAINER_REPLICA
     names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
-    if fw.default_container in names or not names:
-        return fw.default_container
+    if wanted in names or not names:
+        return wanted
     return names[0]
 
 

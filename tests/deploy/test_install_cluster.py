@@ -2,8 +2,8 @@
 from their Go modules (the test bin dir) and this project's CRDs:
 
 * every object of every install kustomization passes a server-side dry-run apply;
-* each function's ServiceAccount is allowed what its handlers do and denied representative
-  writes it has no use for (SubjectAccessReview);
+* each function's ServiceAccount (and the training API's) is allowed what its handlers do and
+  denied representative writes it has no use for (SubjectAccessReview);
 * the reconcile ServiceAccount, with its own token, may create every ClusterRole, Role and
   binding the Trainer renders, so RBAC escalation prevention does not stop a reconcile, while
   the gc ServiceAccount may not (the check is real).
@@ -112,6 +112,7 @@ def can(kube: KubeClient, function: str, verb: str, group: str, resource: str,
 
 TRAINERS = "components.platform.opendatahub.io"
 KUBEFLOW = "kubeflow.org"
+TRAINER_API = "trainer.kubeflow.org"
 # (function, verb, group, resource, subresource, name): what the handlers call.
 NEEDED = [
     ("reconcile", "patch", TRAINERS, "trainers", "", "default-trainer"),
@@ -137,6 +138,14 @@ NEEDED = [
     ("status", "get", "", "configmaps", "", "odh-trainer-config"),
     ("status", "list", "", "pods", "", ""),
     ("status", "list", "apps", "deployments", "", ""),
+    ("reconcile", "list", TRAINER_API, "trainjobs", "", ""),
+    ("reconcile", "patch", TRAINER_API, "trainjobs", "", "llm"),
+    ("api", "create", TRAINER_API, "trainjobs", "", ""),
+    ("api", "get", TRAINER_API, "trainjobs", "", "llm"),
+    ("api", "list", TRAINER_API, "trainjobs", "", ""),
+    ("api", "delete", TRAINER_API, "trainjobs", "", "llm"),
+    ("api", "get", TRAINER_API, "clustertrainingruntimes", "", "torch-distributed"),
+    ("api", "create", KUBEFLOW, "pytorchjobs", "", ""),
 ]
 # Representative writes (and reads) each function has no use for.
 NOT_NEEDED = [
@@ -159,6 +168,16 @@ NOT_NEEDED = [
     ("status", "patch", KUBEFLOW, "pytorchjobs", "", "mnist"),
     ("status", "get", "", "configmaps", "", "kube-root-ca.crt"),
     ("status", "get", "", "secrets", "", "any"),
+    ("api", "patch", TRAINER_API, "trainjobs", "", "llm"),
+    ("api", "update", TRAINER_API, "trainjobs", "", "llm"),
+    ("api", "patch", TRAINER_API, "trainjobs", "status", "llm"),
+    ("api", "list", TRAINER_API, "clustertrainingruntimes", "", ""),
+    ("api", "create", TRAINER_API, "clustertrainingruntimes", "", ""),
+    ("api", "delete", TRAINER_API, "clustertrainingruntimes", "", "torch-distributed"),
+    ("api", "get", TRAINER_API, "trainingruntimes", "", "torch-distributed"),
+    ("api", "patch", KUBEFLOW, "pytorchjobs", "", "mnist"),
+    ("status", "patch", TRAINER_API, "trainjobs", "", "llm"),
+    ("gc", "delete", TRAINER_API, "trainjobs", "", "llm"),
 ]
 
 

@@ -21,6 +21,7 @@ from functions.api import queue_controller
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.runtime.dispatch import Dispatcher
 from functions.runtime.registry import Context
 from tests.api.conftest import QueueWorld, cli, job_request
 from tests.support import REPO, wait_for
@@ -161,6 +162,21 @@ def test_trainjobs_are_queued_admitted_watched_and_deleted(
              message="the TrainJobs to be gone")
     code, _, err = cli(capsys, "get", "llm", *flags)
     assert code == 1 and "404" in err
+
+
+def test_the_resync_tick_admits_a_queued_trainjob(
+        client: FlaskClient, user: dict[str, str], namespace: str, kube: KubeClient,
+        trainer_crds: None, world: QueueWorld) -> None:
+    """No ApiServerSource watches TrainJobs: the reconcile function's resync lists them and
+    the queue handler admits them."""
+    base = f"/v1/namespaces/{namespace}/jobs"
+    assert client.post(base, json=trainjob_request("llm"), headers=user).status_code == 201
+    reconcile = Dispatcher("reconcile", queue_controller.CONTROLLERS, lambda: kube,
+                           lambda: world.recorder)
+    assert reconcile.resync().kind == "ok"
+    admitted = kube.get(resources.TRAINJOBS, "llm", namespace)
+    assert admitted is not None and admitted["spec"]["suspend"] is False
+    assert client.get(f"{base}/llm", headers=user).get_json()["state"] == "Pending"
 
 
 @pytest.mark.parametrize(("body", "status", "field"), [

@@ -21,6 +21,7 @@ from functions.api import queue_controller
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.registry import Context
 from tests.api.conftest import QueueWorld, cli, job_request
@@ -35,9 +36,9 @@ def trainjob_request(name: str, **extra: Any) -> Obj:
     return {"name": name, "runtime": "torch-distributed", "image": IMAGE, **extra}
 
 
-def admit(world: QueueWorld, name: str) -> None:
-    """One pass of the queue handler, as an event about TrainJob ``name`` would start it."""
-    key = ObjectKey(resources.TRAINJOBS.api_version, "TrainJob", world.namespace, name)
+def admit(world: QueueWorld, name: str, res: Resource = resources.TRAINJOBS) -> None:
+    """One pass of the queue handler, as an event about job ``name`` of ``res`` starts it."""
+    key = ObjectKey(res.api_version, res.kind, world.namespace, name)
     queue_controller.admit(Context(world.kube, world.recorder, "reconcile"), key)
 
 
@@ -146,8 +147,9 @@ def test_trainjobs_are_queued_admitted_watched_and_deleted(
     assert (done["state"], done["framework"]) == ("Succeeded", "trainjob")
     assert done["replicas"] == {"node": {"desired": 1, "active": 0, "succeeded": 1,
                                          "failed": 0}}
-    # The finished TrainJob no longer counts: the next pass admits the one behind it.
-    admit(world, "second")
+    # The finished TrainJob no longer counts: the next pass admits the one behind it, here
+    # a pass started by an event about another kind of job (a PyTorchJob deleted).
+    admit(world, "gone", resources.PYTORCHJOBS)
     waiting = kube.get(resources.TRAINJOBS, "second", namespace)
     assert waiting is not None and waiting["spec"]["suspend"] is False
     finished = kube.get(resources.TRAINJOBS, "llm", namespace)

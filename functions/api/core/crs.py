@@ -1,13 +1,16 @@
-"""Translation both ways: a :class:`JobRequest` into a job CR, a job CR into a :class:`JobView`.
+"""Translation both ways: a request into a job CR, a job CR into a :class:`JobView`.
 
 The CR is the only record of a job. Building it puts everything the queue needs on it
 (suspended, queue labels, priority and submission-time annotations); reading it back derives
 the state, replica counts and queue fields from spec, labels, annotations and status alone.
+Where the kubeflow.org kinds and the Trainer's TrainJob differ in shape (replicas, log pods),
+the :data:`SHAPES` table says how each reads back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -133,9 +136,7 @@ def state_of(cr: Obj) -> State:
     return "Pending"
 
 
-def _replicas(cr: Obj) -> dict[str, ReplicaCounts]:
-    if cr.get("kind") == kinds.TRAINJOB_KIND:
-        return trainjobs.child_jobs(cr)
+def _v1_replicas(cr: Obj) -> dict[str, ReplicaCounts]:
     fw = BY_KIND.get(str(cr.get("kind")))
     spec = cr.get("spec") or {}
     specs = spec.get(fw.specs_field) if fw else None
@@ -188,7 +189,7 @@ def job_view(cr: Obj, position: int | None = None) -> JobView:
                                   message=str(c.get("message") or ""),
                                   last_transition_time=c.get("lastTransitionTime"))
                     for c in status.get("conditions") or []],
-        replicas=_replicas(cr), created_at=meta.get("creationTimestamp"),
+        replicas=_shape(cr).replicas(cr), created_at=meta.get("creationTimestamp"),
         start_time=status.get("startTime"), completion_time=status.get("completionTime"),
         queue=_queue_view(cr, position if state == "Queued" else None),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
@@ -216,11 +217,8 @@ def event_view(event: Obj) -> EventView:
                      last_timestamp=event.get("lastTimestamp") or event.get("eventTime"))
 
 
-def primary_replica(cr: Obj) -> str:
-    """The replica whose logs tell the job's story: master, chief, launcher or worker 0 (a
-    TrainJob's trainer nodes)."""
-    if cr.get("kind") == kinds.TRAINJOB_KIND:
-        return trainjobs.TRAINER_REPLICA
+def _v1_primary_replica(cr: Obj) -> str:
+    """Master, chief, launcher or worker: the replica whose logs tell the job's story."""
     fw = BY_KIND[str(cr.get("kind"))]
     specs = (cr.get("spec") or {}).get(fw.specs_field) or {}
     present = {t.lower() for t in specs}
@@ -230,10 +228,7 @@ def primary_replica(cr: Obj) -> str:
     return next(iter(sorted(present)), "worker")
 
 
-def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
-    """The label selector of the pod(s) holding the logs of ``replica`` ``index``."""
-    if cr.get("kind") == kinds.TRAINJOB_KIND:
-        return trainjobs.log_pod_selector(cr, replica, index)
+def _v1_log_pod_selector(cr: Obj, replica: str, index: int) -> str:
     meta = cr.get("metadata") or {}
     selector = f"{LABEL_JOB_NAME}={meta.get('name')}"
     if cr.get("kind") == "MPIJob" and replica == "launcher":
@@ -241,10 +236,42 @@ def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
     return f"{selector},{LABEL_REPLICA_TYPE}={replica},{LABEL_REPLICA_INDEX}={index}"
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How the CR of one API reads back: its replicas, and where the logs of a replica are."""
+
+    replicas: Callable[[Obj], dict[str, ReplicaCounts]]
+    primary_replica: Callable[[Obj], str]
+    log_pod_selector: Callable[[Obj, str, int], str]
+    container: Callable[[Obj], str]  # the container whose log is wanted
+
+
+V1_SHAPE = Shape(_v1_replicas, _v1_primary_replica, _v1_log_pod_selector,
+                 lambda cr: BY_KIND[str(cr.get("kind"))].default_container)
+SHAPES: dict[str, Shape] = {
+    kinds.TRAINJOB_KIND: Shape(trainjobs.child_jobs, lambda _: trainjobs.TRAINER_REPLICA,
+                               trainjobs.log_pod_selector, lambda _: trainjobs.TRAINER_REPLICA),
+}
+
+
+def _shape(cr: Obj) -> Shape:
+    return SHAPES.get(str(cr.get("kind")), V1_SHAPE)
+
+
+def primary_replica(cr: Obj) -> str:
+    """The replica whose logs tell the job's story: master, chief, launcher or worker 0 (a
+    TrainJob's trainer nodes)."""
+    return _shape(cr).primary_replica(cr)
+
+
+def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
+    """The label selector of the pod(s) holding the logs of ``replica`` ``index``."""
+    return _shape(cr).log_pod_selector(cr, replica, index)
+
+
 def log_container(cr: Obj, pod: Obj) -> str:
-    """The framework's container when the pod has it, else its first container."""
-    fw = BY_KIND.get(str(cr.get("kind")))
-    wanted = fw.default_container if fw else trainjobs.TRAINER_REPLICA
+    """The job's own container when the pod has it, else its first container."""
+    wanted = _shape(cr).container(cr)
     names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
     if wanted in names or not names:
         return wanted

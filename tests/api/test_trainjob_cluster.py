@@ -181,6 +181,29 @@ def test_the_resync_tick_admits_a_queued_trainjob(
     assert client.get(f"{base}/llm", headers=user).get_json()["state"] == "Pending"
 
 
+def test_logs_of_a_trainjob_come_from_its_trainer_node_pods(
+        client: FlaskClient, user: dict[str, str], namespace: str, kube: KubeClient,
+        trainer_crds: None) -> None:
+    """The pod of node 0 is found by the JobSet's labels (created here as the JobSet
+    controller would); kwok serves no logs, so the API server's failure is a 502 naming it."""
+    base = f"/v1/namespaces/{namespace}/jobs"
+    assert client.post(base, json=trainjob_request("llm"), headers=user).status_code == 201
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "llm-node-0-0-abcde", "namespace": namespace,
+        "labels": {"jobset.sigs.k8s.io/jobset-name": "llm",
+                   "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                   "batch.kubernetes.io/job-completion-index": "0"}},
+        "spec": {"nodeName": "kwok-cpu-0",
+                 "containers": [{"name": "node", "image": IMAGE}]}}, res=resources.PODS)
+    logs = client.get(f"{base}/llm/logs", headers=user)
+    assert logs.status_code == 502 and logs.mimetype == "application/problem+json"
+    assert "llm-node-0-0-abcde" in logs.get_json()["detail"]
+    missing = client.get(f"{base}/llm/logs?index=1", headers=user)
+    assert missing.status_code == 404
+    assert missing.get_json()["errors"][0]["field"] == "replica"
+    assert "no node pod 1" in missing.get_json()["detail"]
+
+
 @pytest.mark.parametrize(("body", "status", "field"), [
     pytest.param(trainjob_request("nope", runtime="no-such-runtime"), 422, "runtime",
                  id="unknown-runtime"),

@@ -28,6 +28,7 @@ ADMISSION = "admissionregistration.k8s.io"
 CRDS = "apiextensions.k8s.io"
 DSC = "datasciencecluster.opendatahub.io"
 LEASES = "coordination.k8s.io"
+TRAINER_API = "trainer.kubeflow.org"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ RECONCILE = [
     _may("reconcile", "create", "", "events", "user"),
     _may("reconcile", "get", "", "configmaps", "install", "odh-training-queue-policy"),
     _may("reconcile", "patch", LEASES, "leases", "install", "odh-training-queue"),
+    # the queue admits TrainJobs submitted through the training API by clearing spec.suspend
+    _may("reconcile", "list", TRAINER_API, "trainjobs", "user"),
+    _may("reconcile", "patch", TRAINER_API, "trainjobs", "user", "llm"),
     _not("reconcile", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("reconcile", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist", "status"),
     _not("reconcile", "delete", "", "namespaces", "cluster", "kube-system"),
@@ -137,6 +141,7 @@ GC = [
     _not("gc", "delete", "apps", "deployments", "user", "web"),
     _not("gc", "delete", CRDS, "customresourcedefinitions", "cluster",
          "trainjobs.trainer.kubeflow.org"),
+    _not("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
 ]
 STATUS = [
     _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
@@ -159,6 +164,7 @@ STATUS = [
     _not("status", "get", CRDS, "customresourcedefinitions", "cluster",
          "trainers.components.platform.opendatahub.io"),
     _not("status", "list", CRDS, "customresourcedefinitions", "cluster"),
+    _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
 ]
 EVENTS = [
     _may("events", "watch", TRAINERS, "trainers", "cluster"),

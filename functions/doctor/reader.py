@@ -17,8 +17,8 @@ from functions.doctor.core.model import AccessReview, Component, Snapshot, Workl
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource
-from functions.trainer import coexistence
-from functions.trainer.core.coexistence import REQUIRED_VERSIONS
+from functions.platform import coexistence
+from functions.platform.core.coexistence import REQUIRED_VERSIONS
 
 Obj = dict[str, Any]
 _QUIET = (403, 404, 405)

@@ -14,6 +14,10 @@ that may run concurrently on the same job without stepping on each other:
 * ``gc`` applies cleanPodPolicy and ttlSecondsAfterFinished once the status says the job is
   finished, and deletes children whose job is gone.
 
+While another controller of the same jobs is active (the platform's training operator:
+:mod:`functions.jobs.coexistence`), all three step aside: nothing is written to a job or its
+children, and reconcile records one Warning Event on the job saying what to change.
+
 Time rules (activeDeadlineSeconds, TTL) are evaluated on every call; handlers return
 ``Result(requeue_after=...)`` for the moment they expire, and the periodic resync backs that up
 when a timer is lost. Precision is therefore the runtime's timer precision (about a second)
@@ -26,7 +30,7 @@ from collections.abc import Callable
 
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
-from functions.jobs import metrics
+from functions.jobs import coexistence, metrics
 from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
@@ -54,6 +58,8 @@ STATUS_MANAGER = "training-jobs-status"
 GC_MANAGER = "training-jobs-gc"
 STATUS_KEYS = ("conditions", "replicaStatuses", "startTime", "completionTime",
                "lastReconcileTime")
+# A conflict lasts until an admin acts; the resync looks again too.
+CONFLICT_RETRY_SECONDS = 120.0
 
 
 def new_ssh_keys() -> mpi.SSHKeys:
@@ -76,7 +82,19 @@ def _result(seconds: float | None) -> Result | None:
 
 # -- handlers -----------------------------------------------------------------------------------
 
+def _step_aside(ctx: Context, fw: Framework, key: ObjectKey, conflict: str) -> Result | None:
+    """Leave the job to the other controller; only the Event says so."""
+    found = get_active_job(ctx, fw, key)
+    if found is None:
+        return None
+    coexistence.warn(ctx, found[0], conflict)
+    return Result(requeue_after=CONFLICT_RETRY_SECONDS)
+
+
 def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
+    conflict = coexistence.conflict(ctx)
+    if conflict is not None:
+        return _step_aside(ctx, fw, key, conflict)
     fresh = False
     while True:
         found = get_active_job(ctx, fw, key, fresh=fresh)
@@ -102,7 +120,10 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     """Write the derived status when it differs. It is derived from the reader first; a
     result that moves the status backwards (see :func:`regresses`) or a conflicting write is
     redone on state read fresh from the API server, so a lagging cache (or another replica's
-    newer write) never rolls a status back."""
+    newer write) never rolls a status back. Nothing is written while another controller of
+    the jobs is active."""
+    if coexistence.conflict(ctx) is not None:
+        return None
     fresh = False
     for _ in range(4):
         found = get_active_job(ctx, fw, key, fresh=fresh)
@@ -152,6 +173,10 @@ def _orphans(ctx: Context, fw: Framework, key: ObjectKey) -> list[Obj]:
 
 
 def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
+    """Nothing is deleted while another controller of the jobs is active: the children of a
+    job, and the job itself, may be its to keep."""
+    if coexistence.conflict(ctx) is not None:
+        return None
     found = get_job(ctx, fw, key)
     if found is None:
         orphans = _orphans(ctx, fw, key)

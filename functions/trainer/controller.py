@@ -7,7 +7,7 @@
 * ``status`` recomputes the status from the Deployments and the handshake ConfigMap.
 
 While another controller manages the Trainer (the platform's own trainer component:
-:mod:`functions.trainer.core.coexistence`), reconcile and gc refuse to act: they write
+:mod:`functions.platform.core.coexistence`), reconcile and gc refuse to act: they write
 ``ProvisioningSucceeded=False`` (reason ``ConflictingController``) and a Warning Event naming
 what to change, apply nothing, delete nothing, and add no finalizer (a Trainer being deleted
 loses ours without a cleanup, since what it would delete is the other controller's too); the
@@ -32,9 +32,12 @@ from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import ApiError
+from functions.platform import coexistence
+from functions.platform.core.coexistence import Scope, blocking
+from functions.platform.core.coexistence import summary as conflict_summary
 from functions.runtime.recorder import NORMAL, WARNING
 from functions.runtime.registry import ChildMapping, Context, Controller, Result
-from functions.trainer import coexistence, kinds, provision, sweep
+from functions.trainer import kinds, provision, sweep
 from functions.trainer.core import dependencies as deps
 from functions.trainer.core import releases as rel
 from functions.trainer.core.api import (
@@ -52,8 +55,6 @@ from functions.trainer.core.api import (
     Trainer,
     TrainerStatus,
 )
-from functions.trainer.core.coexistence import Scope, blocking
-from functions.trainer.core.coexistence import summary as conflict_summary
 from functions.trainer.core.status import (
     CONFLICT_REASON,
     REMOVED_REASON,

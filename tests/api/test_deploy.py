@@ -39,6 +39,11 @@ def test_role_covers_reviews_and_job_verbs_and_nothing_more() -> None:
     assert allowed(rules, "authorization.k8s.io", "subjectaccessreviews", "create")
     for verb in ("get", "list", "create", "delete"):
         assert allowed(rules, "kubeflow.org", "pytorchjobs", verb)
+        assert allowed(rules, "trainer.kubeflow.org", "trainjobs", verb)
     assert not allowed(rules, "kubeflow.org", "pytorchjobs", "patch")
+    assert not allowed(rules, "trainer.kubeflow.org", "trainjobs", "patch")
+    assert allowed(rules, "trainer.kubeflow.org", "clustertrainingruntimes", "get")
+    for verb in ("list", "create", "patch", "delete"):
+        assert not allowed(rules, "trainer.kubeflow.org", "clustertrainingruntimes", verb)
     assert allowed(rules, "", "pods/log", "get")
     assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in rules)

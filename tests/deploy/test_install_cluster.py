@@ -125,6 +125,49 @@ def test_identity_is_denied_what_it_must_not_do(
     assert not can(kube, case)
 
 
+# -- the opt-in training API (config/api) ------------------------------------------------------
+
+def _api(verb: str, group: str, resource: str, name: str = "", subresource: str = "", *,
+         allowed: bool = True) -> access.Expectation:
+    return access.Expectation("api", verb, group, resource, "user", name, subresource, allowed)
+
+
+# What the API's handlers call (functions/api), and writes it has no use for: admission and
+# status are the reconcile and status functions' business.
+API = [
+    _api("create", access.KUBEFLOW, "pytorchjobs"),
+    _api("delete", access.KUBEFLOW, "pytorchjobs", "mnist"),
+    _api("create", access.TRAINER_API, "trainjobs"),
+    _api("get", access.TRAINER_API, "trainjobs", "llm"),
+    _api("list", access.TRAINER_API, "trainjobs"),
+    _api("delete", access.TRAINER_API, "trainjobs", "llm"),
+    _api("get", access.TRAINER_API, "clustertrainingruntimes", "torch-distributed"),
+    _api("get", "", "pods", "llm-node-0", "log"),
+    _api("patch", access.KUBEFLOW, "pytorchjobs", "mnist", allowed=False),
+    _api("patch", access.TRAINER_API, "trainjobs", "llm", allowed=False),
+    _api("update", access.TRAINER_API, "trainjobs", "llm", allowed=False),
+    _api("patch", access.TRAINER_API, "trainjobs", "llm", "status", allowed=False),
+    _api("list", access.TRAINER_API, "clustertrainingruntimes", allowed=False),
+    _api("create", access.TRAINER_API, "clustertrainingruntimes", allowed=False),
+    _api("delete", access.TRAINER_API, "clustertrainingruntimes", "torch-distributed",
+         allowed=False),
+    _api("get", access.TRAINER_API, "trainingruntimes", "torch-distributed", allowed=False),
+    _api("get", "", "secrets", "credentials", allowed=False),
+]
+
+
+@pytest.fixture(scope="module")
+def api_rbac_installed(kube: KubeClient, bin_dir: Path, product_namespace: str) -> None:
+    apply_objects(kube, [o for o in build(bin_dir / "kustomize", "config/api")
+                         if o["kind"] in RBAC_KINDS], MANAGER)
+
+
+@pytest.mark.parametrize("case", API, ids=access.Expectation.case_id)
+def test_api_identity_is_allowed_exactly_what_it_does(
+        kube: KubeClient, api_rbac_installed: None, case: access.Expectation) -> None:
+    assert can(kube, case) == case.allowed
+
+
 # -- the one identity of `func deploy` (config/func) ------------------------------------------
 
 FUNC_ACCOUNT = access.service_account(access.FUNC_IDENTITY)

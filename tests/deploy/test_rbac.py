@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from functions.platform.core.coexistence import JOB_CRDS
 from functions.trainer.provision import render_all
 from functions.trainer.render import Sources
 from tests.deploy.support import (
@@ -190,3 +191,43 @@ def test_namespaced_rendered_kinds_are_granted_only_in_the_namespace(
                 if p.verb == "delete"}
         assert {("apps", "deployments"), ("", "secrets"),
                 ("rbac.authorization.k8s.io", "roles")} <= role, name
+
+
+# What the job handlers read to know whether the platform's training operator is active
+# (functions/jobs/coexistence.py): its Deployment by label in every namespace, the
+# DataScienceClusters, the job CRDs by name.
+JOB_COEXISTENCE_READS = [
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
+    {"apiGroups": ["datasciencecluster.opendatahub.io"], "resources": ["datascienceclusters"],
+     "verbs": ["list"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "resourceNames": list(JOB_CRDS), "verbs": ["get"]},
+]
+
+
+def cluster_rules(rbac: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return list(find(rbac, "ClusterRole", role)["rules"])
+
+
+@pytest.mark.parametrize("role", ["odh-training-reconcile", "odh-training-gc",
+                                  "odh-training-status"])
+def test_each_job_function_may_read_what_conflicts_with_the_jobs(
+        rbac: list[dict[str, Any]], role: str) -> None:
+    assert uncovered(JOB_COEXISTENCE_READS, cluster_rules(rbac, role)) == []
+
+
+@pytest.mark.parametrize(("role", "denied"), [
+    pytest.param("odh-training-gc", [Permission("apiextensions.k8s.io",
+                                                "customresourcedefinitions", "get")],
+                 id="gc-gets-crds-only-by-name"),
+    pytest.param("odh-training-status", [
+        Permission("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+        Permission("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+        Permission("apps", "deployments", "get"),
+        Permission("apps", "deployments", "watch")], id="status-lists-deployments-only"),
+])
+def test_the_coexistence_reads_grant_no_more(rbac: list[dict[str, Any]], role: str,
+                                             denied: list[Permission]) -> None:
+    required = [{"apiGroups": [p.group], "resources": [p.resource], "verbs": [p.verb]}
+                for p in denied]
+    assert uncovered(required, cluster_rules(rbac, role)) == denied

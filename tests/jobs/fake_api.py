@@ -18,6 +18,12 @@ from functions.runtime.registry import Context
 Obj = dict[str, Any]
 
 
+# What the handlers read to find another controller of the jobs (functions/jobs/coexistence.py):
+# none here, as on a cluster that serves none of it.
+COEXISTENCE_READS = ("/apis/apps/v1/deployments", "/apis/datasciencecluster.opendatahub.io/",
+                     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/")
+
+
 def _answer(status: int, body: Obj) -> Response:
     return Response(status, {"Content-Type": "application/json"}, json.dumps(body).encode())
 
@@ -75,6 +81,8 @@ class JobApi:
                 self.lose_answers -= 1
                 raise TransportError("connection reset after the write")
             return _answer(200, self.job)
+        if request.method == "GET" and request.path.startswith(COEXISTENCE_READS):
+            return _answer(404, {"reason": "NotFound", "message": "not found"})
         raise AssertionError(f"unexpected {request.method} {request.path}")
 
     def _event(self, request: Request) -> Response:

@@ -28,6 +28,7 @@ ADMISSION = "admissionregistration.k8s.io"
 CRDS = "apiextensions.k8s.io"
 DSC = "datasciencecluster.opendatahub.io"
 LEASES = "coordination.k8s.io"
+TRAINER_API = "trainer.kubeflow.org"
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ RECONCILE = [
          "kubeflow-trainer-controller-manager"),
     _may("reconcile", "list", "apps", "deployments", "cluster"),
     _may("reconcile", "list", DSC, "datascienceclusters", "cluster"),
+    _may("reconcile", "get", CRDS, "customresourcedefinitions", "cluster",
+         "mpijobs.kubeflow.org"),
     _may("reconcile", "create", "", "pods", "user"),
     _may("reconcile", "watch", "", "services", "user"),
     _may("reconcile", "update", KUBEFLOW, "pytorchjobs", "user", "mnist", "finalizers"),
@@ -91,6 +94,9 @@ RECONCILE = [
     _may("reconcile", "create", "", "events", "user"),
     _may("reconcile", "get", "", "configmaps", "install", "odh-training-queue-policy"),
     _may("reconcile", "patch", LEASES, "leases", "install", "odh-training-queue"),
+    # the queue admits TrainJobs submitted through the training API by clearing spec.suspend
+    _may("reconcile", "list", TRAINER_API, "trainjobs", "user"),
+    _may("reconcile", "patch", TRAINER_API, "trainjobs", "user", "llm"),
     _not("reconcile", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("reconcile", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist", "status"),
     _not("reconcile", "delete", "", "namespaces", "cluster", "kube-system"),
@@ -120,6 +126,10 @@ GC = [
     _may("gc", "list", DSC, "datascienceclusters", "cluster"),
     _may("gc", "get", CRDS, "customresourcedefinitions", "cluster",
          "trainers.components.platform.opendatahub.io"),
+    _may("gc", "list", "apps", "deployments", "cluster"),
+    _may("gc", "get", CRDS, "customresourcedefinitions", "cluster", "pytorchjobs.kubeflow.org"),
+    _may("gc", "get", CRDS, "customresourcedefinitions", "cluster", "mpijobs.kubeflow.org"),
+    _not("gc", "get", CRDS, "customresourcedefinitions", "cluster", "widgets.example.com"),
     _not("gc", "create", "", "pods", "user"),
     _not("gc", "create", RBAC, "clusterroles", "cluster"),
     _not("gc", "delete", RBAC, "clusterroles", "cluster", "cluster-admin"),
@@ -131,6 +141,7 @@ GC = [
     _not("gc", "delete", "apps", "deployments", "user", "web"),
     _not("gc", "delete", CRDS, "customresourcedefinitions", "cluster",
          "trainjobs.trainer.kubeflow.org"),
+    _not("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
 ]
 STATUS = [
     _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
@@ -138,13 +149,22 @@ STATUS = [
     _may("status", "get", "", "configmaps", "install", "odh-trainer-config"),
     _may("status", "list", "", "pods", "user"),
     _may("status", "list", "apps", "deployments", "install"),
+    _may("status", "list", "apps", "deployments", "cluster"),
+    _may("status", "list", DSC, "datascienceclusters", "cluster"),
+    _may("status", "get", CRDS, "customresourcedefinitions", "cluster", "tfjobs.kubeflow.org"),
+    _may("status", "get", CRDS, "customresourcedefinitions", "cluster", "mxjobs.kubeflow.org"),
     _not("status", "create", "", "pods", "user"),
     _not("status", "delete", "", "pods", "user", "mnist-worker-0"),
     _not("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
     _not("status", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("status", "get", "", "configmaps", "install", "kube-root-ca.crt"),
     _not("status", "get", "", "secrets", "user", "credentials"),
-    _not("status", "list", "apps", "deployments", "user"),
+    _not("status", "watch", "apps", "deployments", "cluster"),
+    _not("status", "get", "apps", "deployments", "user", "web"),
+    _not("status", "get", CRDS, "customresourcedefinitions", "cluster",
+         "trainers.components.platform.opendatahub.io"),
+    _not("status", "list", CRDS, "customresourcedefinitions", "cluster"),
+    _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
 ]
 EVENTS = [
     _may("events", "watch", TRAINERS, "trainers", "cluster"),

@@ -12,7 +12,7 @@ from typing import Any
 from functions.doctor.core import access, knative
 from functions.doctor.core.model import Finding, Snapshot, Status
 from functions.doctor.core.netpol import Endpoint, admits, isolating
-from functions.trainer.core.coexistence import Scope, conflicts
+from functions.platform.core.coexistence import Scope, conflicts
 
 Obj = Mapping[str, Any]
 Check = Callable[[Snapshot], Finding]

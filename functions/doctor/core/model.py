@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from functions.trainer.core.coexistence import Platform
+from functions.platform.core.coexistence import Platform
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ or another Trainer instance is stale. With an empty stamp (Removed, or the Train
 deleted) every stamped object is stale. Some types are never deleted this way: the operand
 Namespace, CRDs and Leases; runtimes are deleted explicitly beforehand. Nor is an object another
 controller or OLM manages, whatever labels it shares with ours
-(:func:`functions.trainer.core.coexistence.managed_elsewhere`).
+(:func:`functions.platform.core.coexistence.managed_elsewhere`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from functions.platform.core.coexistence import managed_elsewhere
 from functions.trainer.core.api import PART_OF_LABEL, PART_OF_VALUE, PLATFORM_CONFIGMAP
 from functions.trainer.core.apply import (
     ANNOTATION_GENERATION,
@@ -26,7 +27,6 @@ from functions.trainer.core.apply import (
     object_id,
     opted_out,
 )
-from functions.trainer.core.coexistence import managed_elsewhere
 
 Obj = dict[str, Any]
 ObjectId = tuple[str, str, str, str]

@@ -38,7 +38,7 @@ ERROR_REASON = "Error"
 REMOVED_REASON = "Removed"
 REMOVED_MESSAGE = "Trainer has been removed"
 NOT_READY_REASON = "DeploymentsNotReady"
-# Another controller manages the Trainer (functions/trainer/core/coexistence.py).
+# Another controller manages the Trainer (functions/platform/core/coexistence.py).
 CONFLICT_REASON = "ConflictingController"
 
 

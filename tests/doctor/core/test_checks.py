@@ -8,7 +8,7 @@ import pytest
 
 from functions.doctor.core import checks
 from functions.doctor.core.model import Finding, Snapshot, Status
-from functions.trainer.core.coexistence import Crd, DscComponent, Platform, Workload
+from functions.platform.core.coexistence import Crd, DscComponent, Platform, Workload
 from tests.doctor.snapshots import SERVED, SERVERLESS, deny_all, healthy, ready, with_
 
 Check = Callable[[Snapshot], Finding]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from functions.trainer.core.coexistence import (
+from functions.platform.core.coexistence import (
     Crd,
     DscComponent,
     Platform,

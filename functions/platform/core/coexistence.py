@@ -10,7 +10,7 @@ controller is active, ours refuses to act (a condition and an Event say what to 
 deletes nothing.
 
 This module is the pure half: the platform as observed (:class:`Platform`) in, the conflicts
-out. ``functions.trainer.coexistence`` reads the cluster; ``python -m functions doctor`` reports
+out. ``functions.platform.coexistence`` reads the cluster; ``python -m functions doctor`` reports
 the same conflicts before an install.
 """
 
@@ -47,8 +47,13 @@ REQUIRED_VERSIONS: Mapping[str, str] = {
     "pytorchjobs.kubeflow.org": "v1",
     "tfjobs.kubeflow.org": "v1",
     "mxjobs.kubeflow.org": "v1",
+    "xgboostjobs.kubeflow.org": "v1",
+    "paddlejobs.kubeflow.org": "v1",
+    "jaxjobs.kubeflow.org": "v1",
     "mpijobs.kubeflow.org": "v2beta1",
 }
+# The CRDs of the training-job kinds (Scope.JOBS).
+JOB_CRDS = tuple(name for name in REQUIRED_VERSIONS if name != TRAINER_CRD)
 
 
 class Scope(StrEnum):

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from functions.trainer import coexistence
+from functions.platform import coexistence
 from tests.trainer.scripted import FORBIDDEN, Answer, items, scripted
 
 DEPLOYMENTS = "/apis/apps/v1/deployments"
@@ -53,9 +53,12 @@ def test_observe(answers: dict[tuple[str, str], Answer], operators: list[tuple[s
     assert ("GET", DEPLOYMENTS) in transport.seen
 
 
-def test_the_training_operator_is_read_only_when_asked() -> None:
+@pytest.mark.parametrize(("trainer", "jobs", "reads"), [
+    pytest.param(True, False, 1, id="trainer"),
+    pytest.param(True, True, 2, id="both"),
+    pytest.param(False, True, 1, id="jobs"),
+])
+def test_each_operator_is_read_only_when_asked(trainer: bool, jobs: bool, reads: int) -> None:
     kube, transport = scripted({})
-    coexistence.observe(kube)
-    assert len([p for _, p in transport.seen if p == DEPLOYMENTS]) == 1
-    coexistence.observe(kube, jobs=True)
-    assert len([p for _, p in transport.seen if p == DEPLOYMENTS]) == 3
+    coexistence.observe(kube, trainer=trainer, jobs=jobs)
+    assert len([p for _, p in transport.seen if p == DEPLOYMENTS]) == reads

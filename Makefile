@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export GOTOOLCHAIN := local
 export GOWORK := off
 
-.PHONY: venv testbin dev test unit lint bench clean-testbin
+.PHONY: venv testbin dev test unit lint bench profile clean-testbin
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ test: venv lint
 bench: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench $(BENCH_ARGS)
+
+# where the functions' Python time goes under the burst (py-spy): bench/results/profile.md
+profile: venv
+	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	$(PY) -m bench.profile $(PROFILE_ARGS)
 
 clean-testbin:
 	rm -rf $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/build $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/bin

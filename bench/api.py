@@ -28,6 +28,7 @@ from functions.api.core.models import JobRequest
 from functions.cluster.binaries import ensure_bin_dir
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster, free_port
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
@@ -57,7 +58,7 @@ def _user(kube: KubeClient, namespace: str) -> str:
     kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                  "metadata": {"name": "jobs", "namespace": namespace},
                  "rules": [{"apiGroups": ["kubeflow.org"], "verbs": ["*"],
-                            "resources": ["pytorchjobs", "tfjobs", "mpijobs", "mxjobs"]}]},
+                            "resources": [fw.plural for fw in FRAMEWORKS]}]},
                 res=ROLE)
     kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                  "metadata": {"name": "jobs", "namespace": namespace},

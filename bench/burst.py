@@ -31,7 +31,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -101,8 +101,11 @@ def _create_loop(driver: KubeClient, controller: KubeClient | None, jobs: int, t
 
 
 def one_run(system: str, jobs: int, bin_dir: Path, *, threads: int = CREATE_THREADS,
-            timeout: float | None = None) -> dict[str, Any]:
-    """Start ``system`` on a fresh cluster, run the burst, measure, stop everything."""
+            timeout: float | None = None,
+            attach: Callable[[Started], Callable[[], None]] | None = None) -> dict[str, Any]:
+    """Start ``system`` on a fresh cluster, run the burst, measure, stop everything.
+    ``attach(started)`` runs just before the burst and returns what to call just after it
+    (``bench.profile`` attaches its profilers so)."""
     timeout = timeout or timeout_for(jobs)
     started = start(system, bin_dir)
     try:
@@ -111,9 +114,12 @@ def one_run(system: str, jobs: int, bin_dir: Path, *, threads: int = CREATE_THRE
                                                                 ("system:masters",))),
                             jobs, by_pods=system == "limit", timeout=timeout)
         observer.start()
+        detach = attach(started) if attach is not None else None
         try:
             return _measure(started, system, jobs, threads, observer)
         finally:
+            if detach is not None:
+                detach()
             observer.stop()
     finally:
         started.stop()

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("functions.cluster.cli", "add_parser"),
     "dev": ("functions.dev.cli", "add_parser"),
     "jobs": ("functions.api.cli", "add_parser"),
+    "doctor": ("functions.doctor.cli", "add_parser"),
 }
 
 

@@ -63,7 +63,9 @@ OPTIONAL_GROUPS="training-operator"
 CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases
 knative.dev/serving@v0.49.0:config/core/300-resources
 knative.dev/eventing@v0.49.2:config/core/resources
-github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml"
+github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml
+volcano.sh/volcano@v1.10.0:config/crd/volcano/bases:scheduling.volcano.sh_podgroups.yaml
+sigs.k8s.io/scheduler-plugins@v0.28.9:config/crd/bases:scheduling.x-k8s.io_podgroups.yaml"
 # Knative Eventing's own install manifests, taken as data from the module the knative group
 # builds (same version): "directory in the module:directory under knative-eventing/". The
 # local dev stack applies them (functions/dev/knative.py) and runs the Deployments' images.

@@ -1,6 +1,6 @@
 """Write the training-job CRDs (config/crd/*.kubeflow.org.yaml) from one description.
 
-The four kinds share most of their schema (replica specs, run policy, status); writing them from
+The kinds share most of their schema (replica specs, run policy, status); writing them from
 one place keeps their docs and validation rules identical. Validation replaces the upstream
 admission webhooks with CEL rules, so no webhook server is needed. Run:
 ``python hack/gen_job_crds.py`` (``--check`` exits 1 when the files are out of date).
@@ -18,221 +18,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from functions.jobs.core.frameworks import (  # noqa: E402 - needs ROOT on the path
+    JAX,
     MPI,
     MXNET,
+    PADDLE,
     PYTORCH,
     TENSORFLOW,
+    XGBOOST,
     Framework,
     allowed_managers,
 )
+from hack.job_crd_schema import (  # noqa: E402 - needs ROOT on the path
+    Schema,
+    crd,
+    obj,
+    one_replica,
+    replica_map,
+    rule,
+    run_policy,
+    s,
+)
 
 OUT = ROOT / "config" / "crd"
-Schema = dict[str, Any]
-
-DNS1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
-
-
-def s(type_: str, description: str, **extra: Any) -> Schema:
-    return {"type": type_, "description": description, **extra}
-
-
-def obj(description: str, properties: dict[str, Schema], **extra: Any) -> Schema:
-    return {"type": "object", "description": description, "properties": properties, **extra}
-
-
-def rule(expression: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"rule": expression, "message": message, **extra}
-
-
-def pod_template(default_container: str | None) -> Schema:
-    container = obj(
-        "A container of the replica's pods (the full core/v1 Container is accepted).",
-        {"name": s("string", "Container name, unique within the pod.", maxLength=253),
-         "image": s("string", "Container image; must not be empty.", maxLength=4096)},
-        **{"x-kubernetes-preserve-unknown-fields": True})
-    rules = [
-        rule("has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",
-             "template.spec.containers must list at least one container"),
-        rule("!has(self.spec) || !has(self.spec.containers) || "
-             "self.spec.containers.all(c, has(c.image) && c.image != '')",
-             "every container in template.spec.containers needs a non-empty image"),
-    ]
-    if default_container:
-        rules.append(rule(
-            "!has(self.spec) || !has(self.spec.containers) || "
-            f"self.spec.containers.exists(c, has(c.name) && c.name == '{default_container}')",
-            f"one container in template.spec.containers must be named "
-            f"\"{default_container}\" (the framework's default container)"))
-    return obj(
-        "Pod template of this replica type (a core/v1 PodTemplateSpec). The controller "
-        "overwrites spec.restartPolicy from the replica's restartPolicy and appends the "
-        "framework's environment variables.",
-        {"metadata": obj("Labels and annotations copied onto every pod of this replica.",
-                         {}, **{"x-kubernetes-preserve-unknown-fields": True}),
-         "spec": obj("Pod spec (core/v1 PodSpec).",
-                     {"containers": {"type": "array", "maxItems": 64,
-                                     "description": "Containers of the pod.",
-                                     "items": container}},
-                     **{"x-kubernetes-preserve-unknown-fields": True})},
-        **{"x-kubernetes-validations": rules})
-
-
-def replica_spec(default_container: str | None, default_policy: str) -> Schema:
-    return obj(
-        "Desired state of one replica type.",
-        {"replicas": s("integer", "Number of pods of this replica type (default 1; MPIJob "
-                                  "Worker default 0).", format="int32", minimum=0),
-         "restartPolicy": s("string", "What to do when a pod of this replica fails: Always, "
-                                      "OnFailure (kubelet restarts containers), Never (the job "
-                                      "decides), or ExitCode (exit codes 1-127 are permanent "
-                                      "failures, 128 and above recreate the pod). Default "
-                                      f"{default_policy}.",
-                            enum=["Always", "OnFailure", "Never", "ExitCode"]),
-         "template": pod_template(default_container)},
-        required=["template"])
-
-
-def run_policy(managers: list[str]) -> Schema:
-    allowed = " or ".join(managers)
-    return obj(
-        "Policies that apply to the whole job: cleanup, time limits, retries, queueing.",
-        {"cleanPodPolicy": s("string", "Which pods to delete when the job finishes: All, "
-                                       "Running (running and pending ones) or None (default).",
-                             enum=["All", "Running", "None"]),
-         "ttlSecondsAfterFinished": s("integer", "Delete the job this many seconds after it "
-                                                 "finished (unset: never).",
-                                      format="int32", minimum=0),
-         "activeDeadlineSeconds": s("integer", "Fail the job once it has been running this "
-                                               "many seconds (counted from status.startTime).",
-                                    format="int64", minimum=0),
-         "backoffLimit": s("integer", "Fail the job once its pods have been restarted this "
-                                      "many times.", format="int32", minimum=0),
-         "schedulingPolicy": obj(
-             "Gang-scheduling settings for the job's PodGroup.",
-             {"minAvailable": s("integer", "Pods that must be schedulable together "
-                                           "(default: all replicas).", format="int32"),
-              "queue": s("string", "Scheduler queue of the PodGroup (immutable).",
-                         **{"x-kubernetes-validations": [rule(
-                             "self == oldSelf",
-                             "spec.runPolicy.schedulingPolicy.queue is immutable")]}),
-              "minResources": {"type": "object", "description": "Resources the gang needs "
-                                                                "(default: summed requests).",
-                               "additionalProperties": {"anyOf": [{"type": "integer"},
-                                                                  {"type": "string"}],
-                                                        "x-kubernetes-int-or-string": True}},
-              "priorityClass": s("string", "PriorityClass of the PodGroup."),
-              "scheduleTimeoutSeconds": s("integer", "How long the gang may wait to be "
-                                                     "scheduled.", format="int32")}),
-         "suspend": s("boolean", "true deletes the job's pods and services and holds it; false "
-                                 "resumes it (startTime restarts).", default=False),
-         "managedBy": s("string", f"The controller that runs this job: {allowed}. Another "
-                                  "manager leaves the job alone (no pods, no status). "
-                                  "Immutable.",
-                        maxLength=63,
-                        **{"x-kubernetes-validations": [
-                            rule(f"self in {managers!r}",
-                                 f"spec.runPolicy.managedBy must be one of: {allowed} "
-                                 "(or left unset)"),
-                            rule("self == oldSelf", "spec.runPolicy.managedBy is immutable")]})})
-
-
-def status_schema() -> Schema:
-    condition = obj("One observation of the job's state.", {
-        "type": s("string", "Created, Running, Restarting, Succeeded, Failed or Suspended."),
-        "status": s("string", "True, False or Unknown."),
-        "reason": s("string", "Machine-readable reason, <Kind><Reason>."),
-        "message": s("string", "Human-readable detail."),
-        "lastUpdateTime": s("string", "When the condition was last written.",
-                            format="date-time"),
-        "lastTransitionTime": s("string", "When the status last changed.", format="date-time"),
-    }, required=["type", "status"])
-    replica = obj("Pod counts of one replica type.", {
-        "active": s("integer", "Running pods.", format="int32"),
-        "succeeded": s("integer", "Succeeded pods.", format="int32"),
-        "failed": s("integer", "Failed pods.", format="int32"),
-        "labelSelector": obj("Deprecated; never set.", {},
-                             **{"x-kubernetes-preserve-unknown-fields": True}),
-        "selector": s("string", "Label selector of the replica's pods (for the scale "
-                                "subresource)."),
-    })
-    return obj("Observed state of the job, written by the controller.", {
-        "conditions": {"type": "array", "description": "Conditions in the order they were "
-                                                       "reached; the last one is the State.",
-                       "items": condition},
-        "replicaStatuses": {"type": "object", "description": "Pod counts per replica type.",
-                            "additionalProperties": replica},
-        "startTime": s("string", "When the controller started the job (reset on resume).",
-                       format="date-time"),
-        "completionTime": s("string", "When the job succeeded or failed.", format="date-time"),
-        "lastReconcileTime": s("string", "Last time pods were held back for gang scheduling.",
-                               format="date-time"),
-    })
-
-
-def replica_map(kind: str, types: list[str], default_container: str | None,
-                default_policy: str, extra_rules: list[dict[str, Any]]) -> Schema:
-    lowered = [t.lower() for t in types]
-    return {
-        "type": "object",
-        "description": f"Replica specs by replica type ({', '.join(types)}; keys are matched "
-                       "case-insensitively).",
-        "maxProperties": 8,
-        "additionalProperties": replica_spec(default_container, default_policy),
-        "x-kubernetes-validations": [
-            rule(f"self.all(k, k.lowerAscii() in {lowered!r})",
-                 f"{kind} replica types must be among: {', '.join(types)}"),
-            *extra_rules],
-    }
-
-
-def name_rule() -> dict[str, Any]:
-    return rule(f"self.metadata.name.matches('{DNS1035}') && size(self.metadata.name) <= 63",
-                "metadata.name must be a DNS-1035 label: at most 63 lower-case letters, digits "
-                "or '-', starting with a letter and ending with a letter or digit")
-
-
-def one_replica(key: str, message: str, required: bool) -> dict[str, Any]:
-    test = ("(has(self[k].replicas) && self[k].replicas == 1)" if required
-            else "(!has(self[k].replicas) || self[k].replicas <= 1)")
-    return rule(f"self.all(k, k.lowerAscii() != '{key}' || {test})", message)
-
-
-def crd(kind: str, plural: str, version: str, spec: Schema, scale: dict[str, str] | None,
-        description: str) -> dict[str, Any]:
-    subresources: dict[str, Any] = {"status": {}}
-    if scale:
-        subresources["scale"] = scale
-    root: Schema = obj(description, {
-        "apiVersion": s("string", "APIVersion of this object."),
-        "kind": s("string", "Kind of this object."),
-        "metadata": {"type": "object"},
-        "spec": spec,
-        "status": status_schema(),
-    }, required=["spec"], **{"x-kubernetes-validations": [name_rule()]})
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.kubeflow.org"},
-        "spec": {
-            "group": "kubeflow.org",
-            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural,
-                      "singular": kind.lower(), "categories": ["kubeflow", "training"]},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": version, "served": True, "storage": True,
-                "additionalPrinterColumns": [
-                    {"name": "State", "type": "string",
-                     "jsonPath": ".status.conditions[-1:].type"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
-                "schema": {"openAPIV3Schema": root},
-                "subresources": subresources,
-            }],
-        },
-    }
-
 
 def managers(framework: Framework) -> list[str]:
     return list(allowed_managers(framework))
+
+
+def worker_scale(framework: Framework) -> dict[str, str]:
+    """The scale subresource over the Worker replicas (what an HPA or ``kubectl scale``
+    changes), for the kinds upstream serves it for."""
+    return {"specReplicasPath": f".spec.{framework.specs_field}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": ".status.replicaStatuses.Worker.selector"}
+
+
+def metrics_schema() -> Schema:
+    return {"type": "array", "description": "autoscaling/v2 MetricSpecs; when set a "
+                                            "HorizontalPodAutoscaler scales Workers.",
+            "items": {"type": "object", "description": "One autoscaling/v2 MetricSpec.",
+                      "x-kubernetes-preserve-unknown-fields": True}}
 
 
 def pytorch() -> dict[str, Any]:
@@ -251,10 +76,7 @@ def pytorch() -> dict[str, Any]:
         "standalone": s("boolean", "Run a standalone rendezvous."),
         "nProcPerNode": s("integer", "Deprecated: use spec.nprocPerNode.", format="int32"),
         "maxRestarts": s("integer", "torchrun --max-restarts.", format="int32"),
-        "metrics": {"type": "array", "description": "autoscaling/v2 MetricSpecs; when set a "
-                                                    "HorizontalPodAutoscaler scales Workers.",
-                    "items": {"type": "object", "description": "One autoscaling/v2 MetricSpec.",
-                              "x-kubernetes-preserve-unknown-fields": True}},
+        "metrics": metrics_schema(),
     })
     spec = obj("Desired state of the PyTorchJob.", {
         "pytorchReplicaSpecs": replica_map(PYTORCH.kind, types, PYTORCH.default_container,
@@ -275,11 +97,8 @@ def pytorch() -> dict[str, Any]:
              "set spec.nprocPerNode only; spec.elasticPolicy.nProcPerNode is deprecated and "
              "cannot be combined with it"),
     ]})
-    return crd("PyTorchJob", "pytorchjobs", "v1", spec, {
-        "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
-        "statusReplicasPath": ".status.replicaStatuses.Worker.active",
-        "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-    }, "PyTorchJob runs distributed PyTorch training: one Master and/or Workers.")
+    return crd("PyTorchJob", "pytorchjobs", "v1", spec, worker_scale(PYTORCH),
+               "PyTorchJob runs distributed PyTorch training: one Master and/or Workers.")
 
 
 def tensorflow() -> dict[str, Any]:
@@ -341,6 +160,52 @@ def mpi() -> dict[str, Any]:
                "MPIJob runs an MPI program: SSH-reachable workers and a launcher batch Job.")
 
 
+def xgboost() -> dict[str, Any]:
+    spec = obj("Desired state of the XGBoostJob.", {
+        "xgbReplicaSpecs": replica_map(XGBOOST.kind, list(XGBOOST.replica_types),
+                                       XGBOOST.default_container,
+                                       XGBOOST.default_restart_policy, [
+            rule("self.exists(k, k.lowerAscii() == 'master')",
+                 "an XGBoostJob needs a Master replica spec"),
+            one_replica("master", "Master replicas must be set to 1", required=True)]),
+        "runPolicy": run_policy(managers(XGBOOST)),
+    }, required=["xgbReplicaSpecs"])
+    return crd("XGBoostJob", "xgboostjobs", "v1", spec, None,
+               "XGBoostJob runs distributed XGBoost (or LightGBM) training: a Master that "
+               "runs the Rabit tracker, and Workers.")
+
+
+def paddle() -> dict[str, Any]:
+    elastic = obj("Bounds for elastic PaddlePaddle training (min and max default to each "
+                  "other, or to the Worker replicas).", {
+        "minReplicas": s("integer", "Lower bound of Worker replicas.", format="int32"),
+        "maxReplicas": s("integer", "Upper bound of Worker replicas.", format="int32"),
+        "maxRestarts": s("integer", "How often pods may restart in elastic mode.",
+                         format="int32"),
+        "metrics": metrics_schema(),
+    })
+    spec = obj("Desired state of the PaddleJob.", {
+        "paddleReplicaSpecs": replica_map(PADDLE.kind, list(PADDLE.replica_types),
+                                          PADDLE.default_container,
+                                          PADDLE.default_restart_policy, []),
+        "runPolicy": run_policy(managers(PADDLE)),
+        "elasticPolicy": elastic,
+    }, required=["paddleReplicaSpecs"])
+    return crd("PaddleJob", "paddlejobs", "v1", spec, worker_scale(PADDLE),
+               "PaddleJob runs distributed PaddlePaddle training: a Master (parameter-server "
+               "mode) and Workers, or Workers only (collective mode).")
+
+
+def jax() -> dict[str, Any]:
+    spec = obj("Desired state of the JAXJob.", {
+        "jaxReplicaSpecs": replica_map(JAX.kind, list(JAX.replica_types), JAX.default_container,
+                                       JAX.default_restart_policy, []),
+        "runPolicy": run_policy(managers(JAX)),
+    }, required=["jaxReplicaSpecs"])
+    return crd("JAXJob", "jaxjobs", "v1", spec, worker_scale(JAX),
+               "JAXJob runs multi-process JAX: Workers, of which worker 0 is the coordinator.")
+
+
 def _managed_by_transition(doc: dict[str, Any]) -> None:
     """managedBy may not be added or removed after creation either (spec-level rule)."""
     spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -352,7 +217,8 @@ def _managed_by_transition(doc: dict[str, Any]) -> None:
 
 
 def documents() -> dict[str, dict[str, Any]]:
-    docs = {"pytorchjobs": pytorch(), "tfjobs": tensorflow(), "mxjobs": mxnet(), "mpijobs": mpi()}
+    docs = {"pytorchjobs": pytorch(), "tfjobs": tensorflow(), "mxjobs": mxnet(), "mpijobs": mpi(),
+            "xgboostjobs": xgboost(), "paddlejobs": paddle(), "jaxjobs": jax()}
     for doc in docs.values():
         _managed_by_transition(doc)
     return {f"{plural}.kubeflow.org.yaml": doc for plural, doc in docs.items()}

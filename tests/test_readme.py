@@ -60,3 +60,22 @@ def test_readme_figure_is_the_committed_result(path: str, text: str, digits: int
     number = text.strip("*").split(" ")[0]
     assert f"{median(path):.{digits}f}" == number, (path, median(path))
     assert text in MEASURED, text
+
+
+PROFILE = json.loads((REPO / "bench" / "results" / "profile.json").read_text())
+API = "API client (HTTP, JSON)"
+SERVING = ("HTTP serving (gunicorn, WSGI)", "runtime (route, coalesce, answer)")
+HANDLERS = "handlers (read, plan, status)"
+
+
+def test_readme_profile_claims_are_the_committed_profile() -> None:
+    """README, Measured: "in reconcile, the API requests take more than everything else
+    together; in status, serving the deliveries takes more than computing the status"."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "in reconcile, the API requests" in readme
+    assert "in status, serving the deliveries (gunicorn and the runtime) takes more" in readme
+    seconds = {name: {c: v["seconds"] for c, v in found["categories"].items()}
+               for name, found in PROFILE["processes"].items()}
+    reconcile, status = seconds["reconcile"], seconds["status"]
+    assert reconcile[API] > sum(v for c, v in reconcile.items() if c != API)
+    assert sum(status.get(c, 0.0) for c in SERVING) > status[HANDLERS]

@@ -30,13 +30,15 @@ from functions.api import store
 from functions.api.auth import Action, AuthError, Authorizer, User
 from functions.api.core import crs
 from functions.api.core.models import (
-    FRAMEWORKS,
+    KIND_BY_FRAMEWORK,
+    AnyJobRequest,
     EventList,
     FieldError,
     JobList,
-    JobRequest,
     JobView,
     Problem,
+    TrainJobRequest,
+    parse_request,
 )
 from functions.api.core.openapi import (
     NAME_PATTERN,
@@ -198,9 +200,13 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
         _check_path(namespace)
         user = authenticated()
         job_request = _read_request(service.max_body_bytes)
-        res = store.BY_KIND[FRAMEWORKS[job_request.framework].kind]
+        res = store.BY_KIND[KIND_BY_FRAMEWORK[job_request.framework]]
         service.authorizer.require(user, Action("create", namespace, res))
         kube = service.kube()
+        if isinstance(job_request, TrainJobRequest) and not store.runtime_exists(
+                kube, job_request.runtime):
+            raise ProblemError(single_field(
+                422, "runtime", f"no ClusterTrainingRuntime named {job_request.runtime}"))
         if job_request.priority > 0:  # lowering a priority needs no policy
             refusal = service.policy.get(kube).refusal(namespace, job_request.priority)
             if refusal is not None:
@@ -325,7 +331,7 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     return app
 
 
-def _read_request(limit: int) -> JobRequest:
+def _read_request(limit: int) -> AnyJobRequest:
     mimetype = request.mimetype or ""
     if mimetype != "application/json" and not mimetype.endswith("+json"):
         raise ProblemError(single_field(415, "body", "send the job as application/json"))
@@ -345,6 +351,6 @@ def _read_request(limit: int) -> JobRequest:
     except RecursionError as exc:
         raise ProblemError(single_field(400, "body", "JSON nested too deeply")) from exc
     try:
-        return JobRequest.model_validate(data)
+        return parse_request(data)
     except ValidationError as exc:
         raise ProblemError(invalid_request(exc)) from exc

@@ -55,8 +55,13 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
         if args.name:
             data["name"] = args.name
         return data
-    job: dict[str, Any] = {"name": args.name, "framework": args.framework, "image": args.image,
-                           "workers": args.workers, "priority": args.priority}
+    job: dict[str, Any] = {"name": args.name, "image": args.image, "priority": args.priority}
+    if args.runtime:  # a TrainJob: the API chooses it by the runtime
+        job["runtime"] = args.runtime
+        job["numNodes"] = args.nodes if args.nodes is not None else 1
+    else:
+        job["framework"] = args.framework or "pytorch"
+        job["workers"] = args.workers
     if args.command:
         job["command"] = list(args.command)
     if args.args:
@@ -171,10 +176,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common(p)
     p.add_argument("name", nargs="?")
     p.add_argument("-f", "--file", help="a JSON or YAML request ('-' for stdin)")
-    p.add_argument("--framework", choices=("pytorch", "tensorflow", "mpi", "mxnet"),
-                   default="pytorch")
+    p.add_argument("--framework", choices=("pytorch", "tensorflow", "mpi", "mxnet", "xgboost",
+                                            "paddle", "jax"),
+                   help="a kubeflow.org job of this framework (default: pytorch)")
+    p.add_argument("--runtime", metavar="CLUSTERTRAININGRUNTIME",
+                   help="a Kubeflow Trainer TrainJob on this runtime, e.g. torch-distributed")
     p.add_argument("--image")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=1, help="training processes (v1 kinds)")
+    p.add_argument("--nodes", type=int, help="training nodes of a TrainJob (default 1)")
     p.add_argument("--cpu")
     p.add_argument("--memory")
     p.add_argument("--gpus", type=int)
@@ -219,9 +228,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=_main)
 
 
+def _submit_usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags of ``submit`` (``None`` when nothing)."""
+    if args.file:
+        return None
+    if not args.name or not args.image:
+        return "submit needs NAME and --image, or --file"
+    if args.runtime and args.framework:
+        return "submit takes --framework (a kubeflow.org job) or --runtime (a TrainJob), not both"
+    if args.nodes is not None and not args.runtime:
+        return "--nodes is for a TrainJob (--runtime); use --workers"
+    return None
+
+
 def _main(args: argparse.Namespace) -> int:
-    if args.action == "submit" and not args.file and (not args.name or not args.image):
-        sys.stderr.write("submit needs NAME and --image, or --file\n")
+    usage = _submit_usage(args) if args.action == "submit" else None
+    if usage:
+        sys.stderr.write(usage + "\n")
         return 2
     try:
         result: int = args.run(args, sys.stdout)

@@ -31,8 +31,10 @@ from functions.api.policy import PolicySource
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS
+from functions.kube import resources
 from functions.kube.cache import CacheSpec
 from functions.kube.client import ApiError
+from functions.kube.resources import Resource
 from functions.runtime import lease
 from functions.runtime.registry import Context, Controller, Result
 
@@ -41,6 +43,9 @@ LEASE = "odh-training-queue"
 LEASE_SECONDS = 30
 LEASE_TAKEN_RETRY_SECONDS = 2.0
 SELECTOR = f"{queue.LABEL_QUEUE_STATE} in (Queued,Admitted)"
+# Every kind the queue admits: the job controllers' kinds and the Trainer's TrainJob (whose
+# upstream controller runs it once admitted).
+QUEUED: dict[str, Resource] = {**RESOURCES, resources.TRAINJOBS.kind: resources.TRAINJOBS}
 
 
 class _Passes:
@@ -59,7 +64,7 @@ POLICY = PolicySource()
 def _relevant(ctx: Context, key: ObjectKey) -> bool:
     """Whether an event about ``key`` may change the queue (a job gone counts). Read from
     the reader (the job controllers' watch cache): every job event asks."""
-    cr = ctx.read.get(RESOURCES[key.kind], key.name, key.namespace)
+    cr = ctx.read.get(QUEUED[key.kind], key.name, key.namespace)
     if cr is None:
         return True
     if "kind" not in cr:
@@ -90,8 +95,7 @@ def admit(ctx: Context, key: ObjectKey) -> Result | None:
 
 def list_entries(ctx: Context) -> list[queue.Entry]:
     entries: list[queue.Entry] = []
-    for fw in FRAMEWORKS:
-        res = RESOURCES[fw.kind]
+    for res in QUEUED.values():
         try:
             items = ctx.kube.list(res, label_selector=SELECTOR)
         except ApiError as exc:
@@ -117,7 +121,7 @@ def run_pass(ctx: Context, limits: queue.Limits | None = None,
             return Result(requeue_after=1.0)
         if not _patch(ctx, entry, queue.admission_patch(entry, ctx.now())):
             return Result(requeue_after=1.0)  # it changed under us: look again soon
-        job = {"apiVersion": RESOURCES[entry.kind].api_version, "kind": entry.kind,
+        job = {"apiVersion": QUEUED[entry.kind].api_version, "kind": entry.kind,
                "metadata": {"name": entry.name, "namespace": entry.namespace}}
         ctx.recorder.record(job, "Normal", "Admitted",
                             f"Admitted by the training queue (priority {entry.priority})")
@@ -127,7 +131,7 @@ def run_pass(ctx: Context, limits: queue.Limits | None = None,
 def _patch(ctx: Context, entry: queue.Entry, patch: queue.Obj) -> bool:
     """Apply a guarded merge patch; ``False`` when the job changed or went away meanwhile."""
     try:
-        ctx.kube.patch(RESOURCES[entry.kind], entry.name, patch, entry.namespace,
+        ctx.kube.patch(QUEUED[entry.kind], entry.name, patch, entry.namespace,
                        field_manager=FIELD_MANAGER)
     except ApiError as exc:
         if exc.status in (404, 409):
@@ -141,4 +145,11 @@ CONTROLLERS: list[Controller] = [
                handlers={"reconcile": admit},
                cached={"reconcile": (CacheSpec(RESOURCES[fw.kind]),)})
     for fw in FRAMEWORKS
+] + [
+    # No watch cache: the TrainJob CRD exists only once the Trainer is installed, and the
+    # few TrainJob reads go to the API server. The ApiServerSource does not watch TrainJobs
+    # (its adapter fails to start when a watched API is not served), so a queued TrainJob
+    # is admitted by the resync tick or by a pass another job's event starts.
+    Controller(name="training-queue-trainjobs", parent=resources.TRAINJOBS,
+               handlers={"reconcile": admit}),
 ]

@@ -1,8 +1,9 @@
 """Reading and writing job CRs for the API, with the service's own client.
 
-A job is addressed by namespace and name only, so it may be any of the four kinds; reads try
-them in a fixed order. Lists page through the kinds one after the other behind one opaque
-continue token. Nothing is cached except whether Kueue is installed.
+A job is addressed by namespace and name only, so it may be any of the five kinds (the four
+``kubeflow.org`` kinds and the Trainer's TrainJob); reads try them in a fixed order. Lists page
+through the kinds one after the other behind one opaque continue token. Nothing is cached
+except whether Kueue is installed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from functions.kube.resources import Resource
 
 Obj = dict[str, Any]
 KINDS: tuple[Resource, ...] = (resources.PYTORCHJOBS, resources.TFJOBS, resources.MPIJOBS,
-                               resources.MXJOBS)
+                               resources.MXJOBS, resources.XGBOOSTJOBS, resources.PADDLEJOBS,
+                               resources.JAXJOBS, resources.TRAINJOBS)
 BY_KIND: dict[str, Resource] = {r.kind: r for r in KINDS}
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
 KUEUE_RECHECK_SECONDS = 30.0
@@ -40,6 +42,12 @@ def find_job(kube: KubeClient, namespace: str, name: str) -> Obj | None:
         if found is not None:
             return _stamp(found, res)
     return None
+
+
+def runtime_exists(kube: KubeClient, name: str) -> bool:
+    """Whether a ClusterTrainingRuntime of that name exists (``False`` when the Trainer's CRDs
+    are not installed either)."""
+    return kube.get(resources.CLUSTER_TRAINING_RUNTIMES, name) is not None
 
 
 def _list_once(kube: KubeClient, res: Resource, namespace: str, query: dict[str, str]) -> Obj:

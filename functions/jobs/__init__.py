@@ -1,1 +1,2 @@
-"""Kubeflow training-job controllers (PyTorchJob, TFJob, MXJob, MPIJob v2beta1)."""
+"""Kubeflow training-job controllers: the kinds of functions.jobs.core.frameworks (the v1 kinds
+and MPIJob v2beta1)."""

@@ -1,17 +1,22 @@
 """Handlers of the training-job controllers: read, call the pure plan, write what differs.
 
-One :class:`Controller` per kind (PyTorchJob, TFJob, MXJob, MPIJob), each with three handlers
+One :class:`Controller` per kind of the framework table, each with three handlers
 that may run concurrently on the same job without stepping on each other:
 
 * ``status`` derives the status from the persisted status and the observed children and, only
   when it differs, writes it with Server-Side Apply on the ``status`` subresource under its own
   field manager (``resourceVersion`` as a precondition, so a concurrent write makes it retry on
-  fresh data instead of overwriting a newer conclusion);
+  fresh data instead of overwriting a newer conclusion); it also puts a Warning Event on the
+  job for each new cause of a stuck pod (:mod:`functions.jobs.pod_events`);
 * ``reconcile`` creates and deletes children and never writes status; it deletes a failed pod
   for a restart only after the status says Restarting, and records the restart in the job's
   ``training.opendatahub.io/restarts`` annotation, which ``backoffLimit`` counts;
 * ``gc`` applies cleanPodPolicy and ttlSecondsAfterFinished once the status says the job is
   finished, and deletes children whose job is gone.
+
+While another controller of the same jobs is active (the platform's training operator:
+:mod:`functions.jobs.coexistence`), all three step aside: nothing is written to a job or its
+children, and reconcile records one Warning Event on the job saying what to change.
 
 Time rules (activeDeadlineSeconds, TTL) are evaluated on every call; handlers return
 ``Result(requeue_after=...)`` for the moment they expire, and the periodic resync backs that up
@@ -25,11 +30,14 @@ from collections.abc import Callable
 
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
+from functions.jobs import coexistence, metrics
 from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
+from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.status import regresses
+from functions.jobs.pod_events import report_stuck_pods
 from functions.jobs.reads import (
     RESOURCES,
     SETTINGS,
@@ -50,6 +58,8 @@ STATUS_MANAGER = "training-jobs-status"
 GC_MANAGER = "training-jobs-gc"
 STATUS_KEYS = ("conditions", "replicaStatuses", "startTime", "completionTime",
                "lastReconcileTime")
+# A conflict lasts until an admin acts; the resync looks again too.
+CONFLICT_RETRY_SECONDS = 120.0
 
 
 def new_ssh_keys() -> mpi.SSHKeys:
@@ -72,7 +82,19 @@ def _result(seconds: float | None) -> Result | None:
 
 # -- handlers -----------------------------------------------------------------------------------
 
+def _step_aside(ctx: Context, fw: Framework, key: ObjectKey, conflict: str) -> Result | None:
+    """Leave the job to the other controller; only the Event says so."""
+    found = get_active_job(ctx, fw, key)
+    if found is None:
+        return None
+    coexistence.warn(ctx, found[0], conflict)
+    return Result(requeue_after=CONFLICT_RETRY_SECONDS)
+
+
 def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
+    conflict = coexistence.conflict(ctx)
+    if conflict is not None:
+        return _step_aside(ctx, fw, key, conflict)
     fresh = False
     while True:
         found = get_active_job(ctx, fw, key, fresh=fresh)
@@ -98,16 +120,22 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     """Write the derived status when it differs. It is derived from the reader first; a
     result that moves the status backwards (see :func:`regresses`) or a conflicting write is
     redone on state read fresh from the API server, so a lagging cache (or another replica's
-    newer write) never rolls a status back."""
+    newer write) never rolls a status back. Nothing is written while another controller of
+    the jobs is active."""
+    if coexistence.conflict(ctx) is not None:
+        return None
     fresh = False
     for _ in range(4):
         found = get_active_job(ctx, fw, key, fresh=fresh)
         if found is None:
             return None
         job_obj, job = found
-        outcome = status_of(observe(ctx, job, services=False, fresh=fresh), ctx.now())
+        observed = observe(ctx, job, services=False, fresh=fresh)
+        outcome = status_of(observed, ctx.now())
         if outcome is None:
             return None
+        if not outcome.status.finished:
+            report_stuck_pods(ctx, job_obj, observed.pods)
         desired = outcome.status.to_dict()
         current = _current_status(job_obj)
         if desired == current:
@@ -127,6 +155,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
                 fresh = True
                 continue
             raise
+        metrics.status_written(fw, meta["namespace"], current, desired)
         record(ctx, job_obj, outcome.notices)
         return _result(outcome.requeue_after)
     raise TemporaryError(f"status of {key} kept changing under us")
@@ -144,6 +173,10 @@ def _orphans(ctx: Context, fw: Framework, key: ObjectKey) -> list[Obj]:
 
 
 def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
+    """Nothing is deleted while another controller of the jobs is active: the children of a
+    job, and the job itself, may be its to keep."""
+    if coexistence.conflict(ctx) is not None:
+        return None
     found = get_job(ctx, fw, key)
     if found is None:
         orphans = _orphans(ctx, fw, key)
@@ -163,6 +196,7 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         meta = job_obj["metadata"]
         if ctx.kube.delete(RESOURCES[fw.kind], meta["name"], meta["namespace"],
                            uid=meta.get("uid")):
+            metrics.job_deleted(fw, meta["namespace"])
             ctx.recorder.record(job_obj, "Normal", fw.job_deleted_reason,
                                 f"Deleted job: {meta['name']}")
     return _result(plan.requeue_after)
@@ -205,8 +239,11 @@ JOB_CHILDREN = (CacheSpec(resources.PODS, LABEL_JOB_NAME, LABEL_JOB_NAME),
 
 
 def controller_for(fw: Framework) -> Controller:
+    # A PodGroup's admission (Volcano's Inqueue) is what reconcile waits for to create pods.
     children = [ChildMapping("v1", "Pod", _label_parent(fw)),
-                ChildMapping("v1", "Service", _label_parent(fw))]
+                ChildMapping("v1", "Service", _label_parent(fw)),
+                *(ChildMapping(api, "PodGroup", _owner_parent(fw))
+                  for api in (VOLCANO_API, PLUGINS_API))]
     if fw.kind == "MPIJob":
         children.append(ChildMapping("batch/v1", "Job", _owner_parent(fw)))
     elif fw.kind == "PyTorchJob":

@@ -7,12 +7,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from typing import Any
 
 from functions.core.keys import ObjectKey
 from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import LABEL_JOB_NAME, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_version
-from functions.jobs.core.model import Job, Obj, parse_job
+from functions.jobs.core.model import Job, Obj, parse_job, reparse_job
 from functions.jobs.core.objects import Settings
 from functions.jobs.core.plan import Observed
 from functions.jobs.core.pods import controlled_by, uid_of
@@ -24,6 +25,8 @@ from functions.runtime.registry import Context, Reader
 RESOURCES: dict[str, Resource] = {
     "PyTorchJob": resources.PYTORCHJOBS, "TFJob": resources.TFJOBS,
     "MXJob": resources.MXJOBS, "MPIJob": resources.MPIJOBS,
+    "XGBoostJob": resources.XGBOOSTJOBS, "PaddleJob": resources.PADDLEJOBS,
+    "JAXJob": resources.JAXJOBS,
 }
 PODGROUPS = {VOLCANO_API: resources.PODGROUPS_VOLCANO,
              PLUGINS_API: resources.PODGROUPS_SCHEDULER_PLUGINS}
@@ -57,30 +60,44 @@ def _podgroups_served(kube: KubeClient, api_version: str) -> bool:
 
 class ParsedJobs:
     """Parsed jobs by kind, uid and resourceVersion (a version names one content): a burst
-    runs many passes over an unchanged job, and parsing and defaulting it dominates a pass."""
+    runs many passes over an unchanged job, and parsing and defaulting it dominates a pass.
+    A new version of the same generation (a status or metadata write) reuses the spec parts
+    of the last version parsed (:func:`~functions.jobs.core.model.reparse_job`)."""
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self._jobs: OrderedDict[tuple[str, str, str], Job] = OrderedDict()
+        self._specs: OrderedDict[tuple[str, str, int], Job] = OrderedDict()
         self._lock = threading.Lock()
 
     def parse(self, obj: Obj) -> Job:
         meta = obj.get("metadata") or {}
-        key = (str(obj.get("kind")), str(meta.get("uid") or ""),
-               str(meta.get("resourceVersion") or ""))
+        kind, uid = str(obj.get("kind")), str(meta.get("uid") or "")
+        key = (kind, uid, str(meta.get("resourceVersion") or ""))
         if not key[1] or not key[2]:
             return parse_job(obj)
+        generation = meta.get("generation")
+        spec_key = (kind, uid, generation) if isinstance(generation, int) else None
         with self._lock:
             job = self._jobs.get(key)
             if job is not None:
                 self._jobs.move_to_end(key)
                 return job
-        job = parse_job(obj)
+            earlier = self._specs.get(spec_key) if spec_key is not None else None
+        job = parse_job(obj) if earlier is None else reparse_job(earlier, obj)
         with self._lock:
             self._jobs[key] = job
-            while len(self._jobs) > self.size:
-                self._jobs.popitem(last=False)
+            _bounded(self._jobs, self.size)
+            if spec_key is not None:
+                self._specs[spec_key] = job
+                self._specs.move_to_end(spec_key)
+                _bounded(self._specs, self.size)
         return job
+
+
+def _bounded(entries: OrderedDict[Any, Job], size: int) -> None:
+    while len(entries) > size:
+        entries.popitem(last=False)
 
 
 PARSED = ParsedJobs()

@@ -8,12 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from functions.core.errors import TemporaryError
+from functions.jobs import metrics
 from functions.jobs.core.frameworks import Framework
 from functions.jobs.core.model import Obj
 from functions.jobs.core.objects import Notice
 from functions.jobs.core.plan import RESTARTED_PODS_ANNOTATION, RESTARTS_ANNOTATION, Plan
 from functions.jobs.core.pods import name_of, uid_of
 from functions.jobs.reads import RESOURCES
+from functions.jobs.taken import refuse_if_foreign
 from functions.kube.client import ApiError
 from functions.runtime.registry import Context
 
@@ -36,11 +38,14 @@ def _create(ctx: Context, job_obj: Obj, obj: Obj) -> None:
         ctx.kube.create(obj, field_manager=RECONCILE_MANAGER)
     except ApiError as exc:
         if exc.status == 409:
+            refuse_if_foreign(ctx, job_obj, obj)
             return
+        metrics.not_created(obj)
         ctx.recorder.record(job_obj, "Warning", f"FailedCreate{kind}",
                             f"Error creating: {exc.message}")
         ctx.log.warning("cannot create %s %s: %s", kind, name_of(obj), exc)
         return
+    metrics.created(obj)
     ctx.recorder.record(job_obj, "Normal", f"SuccessfulCreate{kind}",
                         f"Created {_describe(obj)}: {name_of(obj)}")
 
@@ -56,6 +61,7 @@ def _delete(ctx: Context, job_obj: Obj, obj: Obj) -> bool:
                             f"Error deleting: {exc.message}")
         return False
     if gone:
+        metrics.deleted(obj)
         ctx.recorder.record(job_obj, "Normal", f"SuccessfulDelete{kind}",
                             f"Deleted {_describe(obj)}: {name_of(obj)}")
     return gone

@@ -65,13 +65,20 @@ PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
 MXJOBS = Resource("kubeflow.org", "v1", "mxjobs", "MXJob")
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+XGBOOSTJOBS = Resource("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob")
+PADDLEJOBS = Resource("kubeflow.org", "v1", "paddlejobs", "PaddleJob")
+JAXJOBS = Resource("kubeflow.org", "v1", "jaxjobs", "JAXJob")
+TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
+CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+                                     "ClusterTrainingRuntime", namespaced=False)
 PODGROUPS_VOLCANO = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 PODGROUPS_SCHEDULER_PLUGINS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
 KNOWN: tuple[Resource, ...] = (
     PODS, SERVICES, CONFIGMAPS, SECRETS, EVENTS, NAMESPACES, NODES, SERVICEACCOUNTS,
     DEPLOYMENTS, JOBS, LEASES, CRDS, HPAS, CLUSTERVERSIONS,
-    TRAINERS, PYTORCHJOBS, TFJOBS, MXJOBS, MPIJOBS,
+    TRAINERS, PYTORCHJOBS, TFJOBS, MXJOBS, MPIJOBS, XGBOOSTJOBS, PADDLEJOBS, JAXJOBS,
+    TRAINJOBS, CLUSTER_TRAINING_RUNTIMES,
 )
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in KNOWN}

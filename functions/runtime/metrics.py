@@ -4,11 +4,18 @@ Imported lazily (``prometheus_client`` costs tens of milliseconds), after gunico
 app owns its registry so several apps can live in one test process. With more than one
 gunicorn worker, set ``PROMETHEUS_MULTIPROC_DIR`` (``serve`` does) and a scrape aggregates
 every worker through the multiprocess collector.
+
+Metrics that belong to the process rather than to one app (what the handlers did, e.g. the
+training-job counters of :mod:`functions.jobs.metrics`) are registered with
+:func:`register_process_collector` and show in every app's ``/metrics``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +31,31 @@ from prometheus_client import multiprocess as _multiprocess
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+_process_collectors: list[Any] = []
+_process_lock = threading.Lock()
+
+
+def register_process_collector(collector: Any) -> None:
+    """Show ``collector`` (e.g. a ``Counter`` made with ``registry=None``) in every app's
+    metrics, including apps created before this call."""
+    with _process_lock:
+        if collector not in _process_collectors:
+            _process_collectors.append(collector)
+
+
+class _ProcessCollectors:
+    """Collects the process collectors registered so far (at scrape time, so their modules
+    may be imported after the app was made)."""
+
+    def describe(self) -> Iterable[Any]:
+        return ()
+
+    def collect(self) -> Iterator[Any]:
+        with _process_lock:
+            collectors = list(_process_collectors)
+        for collector in collectors:
+            yield from collector.collect()
 
 
 class Metrics:
@@ -42,6 +74,7 @@ class Metrics:
         self.api_seconds = Histogram(
             "functions_kube_api_request_duration_seconds", "Kubernetes API request latency",
             ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.registry.register(_ProcessCollectors())
 
     def event(self, function: str, event_type: str, kind: str, outcome: str) -> None:
         self.events.labels(function, event_type, kind, outcome).inc()

@@ -6,6 +6,13 @@
   deleted (then drops the finalizer so the API server can delete it).
 * ``status`` recomputes the status from the Deployments and the handshake ConfigMap.
 
+While another controller manages the Trainer (the platform's own trainer component:
+:mod:`functions.platform.core.coexistence`), reconcile and gc refuse to act: they write
+``ProvisioningSucceeded=False`` (reason ``ConflictingController``) and a Warning Event naming
+what to change, apply nothing, delete nothing, and add no finalizer (a Trainer being deleted
+loses ours without a cleanup, since what it would delete is the other controller's too); the
+status handler leaves such a status alone.
+
 All three write the status with the same pure rules (:mod:`functions.trainer.core.status`) by
 Server-Side Apply on the ``status`` subresource under field manager ``trainer``, only when it
 differs, with the read ``resourceVersion`` as a precondition so a concurrent write makes the
@@ -25,6 +32,9 @@ from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import ApiError
+from functions.platform import coexistence
+from functions.platform.core.coexistence import Scope, blocking
+from functions.platform.core.coexistence import summary as conflict_summary
 from functions.runtime.recorder import NORMAL, WARNING
 from functions.runtime.registry import ChildMapping, Context, Controller, Result
 from functions.trainer import kinds, provision, sweep
@@ -38,6 +48,7 @@ from functions.trainer.core.api import (
     PART_OF_LABEL,
     PART_OF_VALUE,
     PLATFORM_CONFIGMAP,
+    PROVISIONING_SUCCEEDED,
     STATUS_FIELD_MANAGER,
     Condition,
     Release,
@@ -45,10 +56,12 @@ from functions.trainer.core.api import (
     TrainerStatus,
 )
 from functions.trainer.core.status import (
+    CONFLICT_REASON,
     REMOVED_REASON,
     Mode,
     StatusInputs,
     compute_status,
+    conflicting,
     provisioning_failed,
     removed,
     status_changed,
@@ -58,6 +71,8 @@ from functions.trainer.render import Sources
 Obj = dict[str, Any]
 
 PROVISIONING_RETRY_SECONDS = 30.0
+# A conflict lasts until an admin acts; the resync looks again too.
+CONFLICT_RETRY_SECONDS = 120.0
 TRAINER_KEY = ObjectKey(API_VERSION, KIND, "", INSTANCE_NAME)
 
 
@@ -182,10 +197,34 @@ def _write_observed_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trai
     write_status(ctx, key, obj, trainer, compute)
 
 
+def _conflicts(ctx: Context) -> str | None:
+    """What another active controller of the Trainer is and what to change, or ``None``."""
+    found = blocking(coexistence.observe(ctx.kube), Scope.TRAINER)
+    return conflict_summary(found) if found else None
+
+
+def _refuse(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer, mode: Mode,
+            conflict: str) -> Result:
+    message = f"another controller manages the Trainer; nothing was changed: {conflict}"
+    ctx.recorder.record(obj, WARNING, CONFLICT_REASON, message)
+    ctx.log.warning("trainer %s: %s", key.name, message)
+    _write_observed_status(ctx, key, obj, trainer, mode,
+                           conflicting(trainer.metadata.generation, message))
+    return Result(requeue_after=CONFLICT_RETRY_SECONDS)
+
+
+def _conflict_reported(trainer: Trainer) -> bool:
+    stored = trainer.status.condition(PROVISIONING_SUCCEEDED)
+    return stored is not None and stored.reason == CONFLICT_REASON
+
+
 @_trainer_handler
 def reconcile(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
     if trainer.deleting or trainer.removed:
         return None
+    conflict = _conflicts(ctx)
+    if conflict is not None:
+        return _refuse(ctx, key, obj, trainer, Mode.MANAGED, conflict)
     obj, trainer = _ensure_finalizer(ctx, obj, trainer)
     outcome = provision.Provisioner(ctx, trainer).run()
     failed = outcome.provisioning.status != "True"
@@ -208,15 +247,16 @@ def reconcile(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Resul
 
 @_trainer_handler
 def status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
-    if not trainer.deleting:
+    if not trainer.deleting and not _conflict_reported(trainer):
         _write_observed_status(ctx, key, obj, trainer, mode=None)
     return None
 
 
-def cleanup(ctx: Context) -> None:
-    """Everything labelled goes, except the namespace, CRDs and the platform's ConfigMap."""
+def cleanup(ctx: Context, namespace: str | None = None) -> None:
+    """Everything labelled goes, except the namespace, CRDs and the platform's ConfigMap
+    (``namespace``: the operand namespace, for types this identity may list only there)."""
     sweep.remove_runtimes(ctx.kube, ctx.log)
-    deleted = sweep.sweep(ctx.kube, stamp=None)
+    deleted = sweep.sweep(ctx.kube, stamp=None, namespace=namespace)
     if deleted:
         ctx.log.info("trainer cleanup deleted %d objects", len(deleted))
 
@@ -226,16 +266,24 @@ def gc(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | Non
     if trainer.deleting:
         if FINALIZER not in trainer.metadata.finalizers:
             return None
-        cleanup(ctx)
+        conflict = _conflicts(ctx)
+        if conflict is not None:
+            ctx.recorder.record(obj, WARNING, CONFLICT_REASON,
+                                f"cleanup skipped, nothing was deleted: {conflict}")
+        else:
+            cleanup(ctx, trainer.spec.namespace)
         _patch_finalizers(ctx, trainer, [f for f in trainer.metadata.finalizers
                                          if f != FINALIZER])
         return None
     if not trainer.removed:
         return None
+    conflict = _conflicts(ctx)
+    if conflict is not None:
+        return _refuse(ctx, key, obj, trainer, Mode.REMOVED, conflict)
     obj, trainer = _ensure_finalizer(ctx, obj, trainer)
     outcome: Condition
     try:
-        cleanup(ctx)
+        cleanup(ctx, trainer.spec.namespace)
     except ApiError as exc:
         outcome = provisioning_failed(trainer.metadata.generation, str(exc))
         ctx.recorder.record(obj, WARNING, "ProvisioningError", f"cleanup failed: {exc}")

@@ -361,12 +361,13 @@ class Provisioner:
         try:
             for key, obj in live.items():
                 res = resource_by_type.get((key[0], key[1]))
-                if res is not None and collectable(obj, stamp, wanted):
-                    sweep.delete_object(self.kube, obj, res, "Foreground")
+                if res is not None and collectable(obj, stamp, wanted) and \
+                        sweep.delete_object(self.kube, obj, res, "Foreground"):
                     deleted.add(key)
                     self.deleted.append(f"{key[1]}/{key[2]}/{key[3]}")
             if sweep_needed(before, stamp):
-                self.deleted += sweep.sweep(self.kube, stamp, wanted, set(resource_by_type))
+                self.deleted += sweep.sweep(self.kube, stamp, wanted, set(resource_by_type),
+                                            namespace=self.namespace)
         except ApiError as exc:
             raise ProvisioningFailed(
                 f"unable to refresh collectable resources: {exc.message}") from exc

@@ -6,6 +6,11 @@ each across all namespaces by the ``part-of=trainer`` label and deletes what the
 :func:`functions.trainer.core.gc.collectable` rule says is stale. Runtimes are handled before
 the sweep: their legacy finalizer is stripped and they are deleted explicitly. A type whose
 CRD is not installed reads as empty, so cleanup never blocks on missing Trainer CRDs.
+
+Least privilege shapes the sweep: a namespaced type this identity may list only in the
+Trainer's operand namespace (a namespaced Role) is listed there, and an object it may not
+delete (RBAC names what is ours: e.g. ClusterRoles by name) is left alone rather than failing
+the cleanup.
 """
 
 from __future__ import annotations
@@ -81,9 +86,29 @@ def list_all(kube: KubeClient, res: Resource, namespace: str | None = None,
         raise
 
 
-def delete_object(kube: KubeClient, obj: Obj, res: Resource, propagation: str) -> None:
+def delete_object(kube: KubeClient, obj: Obj, res: Resource, propagation: str) -> bool:
+    """Delete; ``False`` when it was already gone or this identity may not delete it."""
     meta = obj.get("metadata") or {}
-    kube.delete(res, str(meta["name"]), meta.get("namespace") or None, propagation=propagation)
+    try:
+        return kube.delete(res, str(meta["name"]), meta.get("namespace") or None,
+                           propagation=propagation)
+    except ApiError as exc:
+        if exc.status == 403:
+            return False
+        raise
+
+
+def labelled_everywhere(kube: KubeClient, res: Resource, namespace: str | None) -> list[Obj]:
+    """Labelled objects in every namespace, or only in ``namespace`` for a namespaced type
+    this identity may list only there."""
+    try:
+        return kube.list(res, None, label_selector=PART_OF_SELECTOR)
+    except ApiError as exc:
+        if exc.status == 403 and res.namespaced and namespace:
+            return list_labelled(kube, res, namespace)
+        if exc.status in _EMPTY_LIST_STATUSES:
+            return []
+        raise
 
 
 def strip_runtime_finalizers(kube: KubeClient, runtimes: Iterable[tuple[Resource, Obj]]) -> int:
@@ -130,10 +155,11 @@ def remove_runtimes(kube: KubeClient, log: Any) -> None:
 
 
 def sweep(kube: KubeClient, stamp: Stamp | None, desired: Collection[ObjectId] | None = None,
-          skip: Collection[tuple[str, str]] = ()) -> list[str]:
+          skip: Collection[tuple[str, str]] = (), namespace: str | None = None) -> list[str]:
     """Delete collectable labelled objects of every sweepable type; returns what was deleted.
 
-    ``skip`` lists ``(group, kind)`` pairs the caller has already judged.
+    ``skip`` lists ``(group, kind)`` pairs the caller has already judged; ``namespace`` is the
+    Trainer's operand namespace (see :func:`labelled_everywhere`).
     """
     deleted: list[str] = []
     for api_type in discover_types(kube):
@@ -141,9 +167,8 @@ def sweep(kube: KubeClient, stamp: Stamp | None, desired: Collection[ObjectId] |
             continue
         res = Resource(api_type.group, api_type.version, api_type.plural, api_type.kind,
                        api_type.namespaced)
-        for obj in list_labelled(kube, res):
-            if collectable(obj, stamp, desired):
-                delete_object(kube, obj, res, "Foreground")
+        for obj in labelled_everywhere(kube, res, namespace):
+            if collectable(obj, stamp, desired) and delete_object(kube, obj, res, "Foreground"):
                 meta = obj["metadata"]
                 deleted.append(f"{api_type.kind}/{meta.get('namespace') or ''}/{meta['name']}")
     return deleted

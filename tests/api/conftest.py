@@ -1,36 +1,49 @@
-"""Fixtures of the training-API tests: the app against the local cluster, users with tokens,
-and a driver that plays the queue handler and the job controllers."""
+"""Fixtures of the training-API tests: the app against the local cluster (in process, and
+served by gunicorn for the CLI), users with tokens, the Trainer's CRDs, and a driver that
+plays the queue handler and the job controllers."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from functions.__main__ import main
 from functions.api import queue_controller
 from functions.api.app import create_api_app
 from functions.api.core.policy import CONFIGMAP
 from functions.api.policy import PolicySource
-from functions.cluster.runner import LocalCluster
+from functions.cluster.manifests import apply_objects, load_documents
+from functions.cluster.runner import LocalCluster, free_port
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context
 from tests.jobs.driver import JobDriver
+from tests.support import REPO, wait_for
 
 Obj = dict[str, Any]
+POLICY_NAMESPACE = "platform-policy"
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 JOB_RULES = [
-    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs", "mpijobs", "mxjobs"],
+    {"apiGroups": ["kubeflow.org"], "resources": [fw.plural for fw in FRAMEWORKS],
+     "verbs": ["create", "get", "list", "delete"]},
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
      "verbs": ["create", "get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
 ]
@@ -74,6 +87,15 @@ def wait_allowed(client: FlaskClient, namespace: str, token: str) -> None:
                      headers={"Authorization": f"Bearer {token}"}).status_code != 200:
         assert time.monotonic() < deadline, "the RoleBinding never took effect"
         time.sleep(0.2)
+
+
+@pytest.fixture
+def trainer_crds(kube: KubeClient, upstream_manifests: Path) -> None:
+    """The upstream TrainJob and runtime CRDs and the upstream torch-distributed
+    ClusterTrainingRuntime (applied per test: other tests delete the Trainer's CRDs)."""
+    apply_objects(kube, load_documents([
+        upstream_manifests / "base" / "crds",
+        upstream_manifests / "base" / "runtimes" / "torch_distributed.yaml"]))
 
 
 @pytest.fixture
@@ -182,3 +204,41 @@ def set_priority_policy(kube: KubeClient, namespace: str, data: dict[str, str]) 
     kube.apply({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": CONFIGMAP, "namespace": namespace}, "data": data},
                "platform-admin", res=resources.CONFIGMAPS)
+
+
+@pytest.fixture
+def served_api(cluster: LocalCluster, crds: None,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """``python -m functions serve api`` under gunicorn, against the local cluster; it and the
+    in-process app read one priority policy (up to 10 everywhere)."""
+    port = free_port()
+    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", POLICY_NAMESPACE)
+    kube = cluster.client()
+    if kube.get(resources.NAMESPACES, POLICY_NAMESPACE) is None:
+        kube.create({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": POLICY_NAMESPACE}}, res=resources.NAMESPACES)
+    set_priority_policy(kube, POLICY_NAMESPACE, {"maxPriority": "10"})
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PORT": str(port),
+           "TRAINING_QUEUE_POLICY_NAMESPACE": POLICY_NAMESPACE}
+    process = subprocess.Popen([sys.executable, "-m", "functions", "serve", "api",
+                                "--host", "127.0.0.1"], cwd=REPO, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(f"{url}/health/readiness", timeout=1) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+        wait_for(up, timeout=20, message="the API under gunicorn")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["jobs", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -1,10 +1,11 @@
 """An API server stand-in for the training API's tests that need no cluster.
 
 It answers what the API asks in the order it asks: TokenReview (a known token is a user),
-SubjectAccessReview (``allowed``), then the job, pod, event and ConfigMap reads and job
-creation (an empty world that keeps what is created). ``mode`` switches it to an unreachable
-server (every request fails in transport) or to a service fault (every request raises a plain
-exception, as a bug in a layer below the routes would).
+SubjectAccessReview (``allowed``), then the job, pod, event, ConfigMap and
+ClusterTrainingRuntime reads and job creation (an empty world that keeps what is created).
+``mode`` switches it to an unreachable server (every request fails in transport) or to a
+service fault (every request raises a plain exception, as a bug in a layer below the routes
+would).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response, TransportError
 
@@ -25,8 +27,9 @@ Mode = Literal["healthy", "unreachable", "fault"]
 class FakeApiServer:
     def __init__(self, *, allowed: bool = True,
                  configmaps: Mapping[tuple[str, str], dict[str, str]] | None = None,
-                 configmap_status: int | None = None) -> None:
+                 configmap_status: int | None = None, runtimes: tuple[str, ...] = ()) -> None:
         self.mode: Mode = "healthy"
+        self.runtimes = runtimes  # the ClusterTrainingRuntimes that exist
         self.allowed = allowed
         self.configmaps = dict(configmaps or {})
         self.configmap_status = configmap_status  # answered to every ConfigMap read when set
@@ -65,6 +68,10 @@ class FakeApiServer:
                 return _answer(404, {"reason": "NotFound", "message": "not found"})
             return _answer(200, {"metadata": {"name": name, "namespace": namespace},
                                  "data": data})
+        if "clustertrainingruntimes" in parts[:-1] and request.method == "GET":
+            if parts[-1] in self.runtimes:
+                return _answer(200, {"metadata": {"name": parts[-1]}})
+            return _answer(404, {"reason": "NotFound", "message": "not found"})
         if request.method == "POST":
             created = {**body, "metadata": {**body.get("metadata", {}), "uid": "u-1",
                                             "resourceVersion": "1",
@@ -74,7 +81,7 @@ class FakeApiServer:
             return _answer(201, created)
         if request.method == "DELETE":
             return _answer(200, {"status": "Success"})
-        if parts[-1] in ("pytorchjobs", "tfjobs", "mpijobs", "mxjobs", "pods", "events"):
+        if parts[-1] in (*(fw.plural for fw in FRAMEWORKS), "trainjobs", "pods", "events"):
             return _answer(200, {"items": [], "metadata": {}})
         return _answer(404, {"reason": "NotFound", "message": "not found"})
 

@@ -151,3 +151,20 @@ def test_a_policy_that_cannot_be_read_is_503(monkeypatch: pytest.MonkeyPatch, st
         assert answer.headers["Retry-After"]
     plain = app_client(server).post(BASE, headers=USER, json=job_request("y"))
     assert plain.status_code == 201  # priority 0 never needs the policy
+
+
+@pytest.mark.parametrize(("runtimes", "status", "created"), [
+    pytest.param(("torch-distributed",), 201, "TrainJob", id="runtime-exists"),
+    pytest.param((), 422, None, id="no-such-runtime"),
+])
+def test_a_trainjob_is_created_only_on_an_existing_runtime(
+        runtimes: tuple[str, ...], status: int, created: str | None) -> None:
+    server = FakeApiServer(runtimes=runtimes)
+    answer = app_client(server).post(BASE, json={
+        "name": "llm", "runtime": "torch-distributed", "image": "img:1"}, headers=USER)
+    assert answer.status_code == status, answer.get_json()
+    assert [job["kind"] for job in server.created.values()] == ([created] if created else [])
+    if created is None:
+        assert answer.get_json()["errors"][0]["field"] == "runtime"
+    else:
+        assert (answer.get_json()["kind"], answer.get_json()["state"]) == (created, "Queued")

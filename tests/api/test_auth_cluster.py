@@ -8,7 +8,14 @@ from flask.testing import FlaskClient
 from functions.api.app import create_api_app
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.api.conftest import grant, job_request, mint_token, wait_allowed
+from tests.api.conftest import (
+    JOB_RULES,
+    ROLES,
+    grant,
+    job_request,
+    mint_token,
+    wait_allowed,
+)
 from tests.support import wait_for
 
 
@@ -99,3 +106,35 @@ def test_a_token_of_a_deleted_account_stops_working(
     wait_for(lambda: fresh.get(f"/v1/namespaces/{namespace}/jobs",
                                headers=bearer(dave)).status_code == 401,
              timeout=15, message="the bound token to be rejected")
+
+
+def test_trainjobs_need_their_own_permission(
+        client: FlaskClient, kube: KubeClient, namespace: str, trainer_crds: None) -> None:
+    """May use the kubeflow.org kinds but not TrainJobs: submitting one is a 403 and one that
+    exists looks absent; with the TrainJob rule added, both work."""
+    erin = mint_token(kube, namespace, "erin")
+    grant(kube, namespace, namespace, "erin", rules=[JOB_RULES[0]])
+    wait_allowed(client, namespace, erin)
+    base = f"/v1/namespaces/{namespace}/jobs"
+    body = {"name": "llm", "runtime": "torch-distributed", "image": "img:1"}
+    refused = client.post(base, json=body, headers=bearer(erin))
+    assert refused.status_code == 403 and refused.mimetype == "application/problem+json"
+    assert kube.list(resources.TRAINJOBS, namespace) == []
+    kube.create({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                 "metadata": {"name": "hidden", "namespace": namespace},
+                 "spec": {"runtimeRef": {"name": "torch-distributed"}}},
+                res=resources.TRAINJOBS)
+    assert client.get(f"{base}/hidden", headers=bearer(erin)).status_code == 404
+    assert client.delete(f"{base}/hidden", headers=bearer(erin)).status_code == 404
+    assert client.get(base, headers=bearer(erin)).get_json()["items"] == []
+
+    kube.patch(ROLES, "training-erin", {"rules": JOB_RULES[:2]}, namespace)
+    wait_for(lambda: client.post(base, json=body, headers=bearer(erin)).status_code == 201,
+             timeout=15, message="the TrainJob rule to take effect")
+    # Reviews are cached per app for a few seconds: the denials are remembered a moment.
+    wait_for(lambda: sorted(j["name"] for j in client.get(base, headers=bearer(erin))
+                            .get_json()["items"]) == ["hidden", "llm"],
+             timeout=15, message="the TrainJobs to be listed")
+    wait_for(lambda: client.delete(f"{base}/hidden", headers=bearer(erin)).status_code == 204,
+             timeout=15, message="the TrainJob to be deleted")
+    assert kube.get(resources.TRAINJOBS, "hidden", namespace) is None

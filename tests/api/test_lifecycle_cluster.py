@@ -3,66 +3,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
 
-from functions.__main__ import main
-from functions.cluster.runner import LocalCluster, free_port
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.api.conftest import QueueWorld, job_request, set_priority_policy
-from tests.support import REPO, wait_for
+from tests.api.conftest import QueueWorld, cli, job_request
 
 Obj = dict[str, Any]
-POLICY_NAMESPACE = "platform-policy"
-
-
-@pytest.fixture
-def served_api(cluster: LocalCluster, crds: None,
-               monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``python -m functions serve api`` under gunicorn, against the local cluster; it and the
-    in-process app read one priority policy (up to 10 everywhere)."""
-    port = free_port()
-    monkeypatch.setenv("TRAINING_QUEUE_POLICY_NAMESPACE", POLICY_NAMESPACE)
-    kube = cluster.client()
-    if kube.get(resources.NAMESPACES, POLICY_NAMESPACE) is None:
-        kube.create({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": POLICY_NAMESPACE}}, res=resources.NAMESPACES)
-    set_priority_policy(kube, POLICY_NAMESPACE, {"maxPriority": "10"})
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PORT": str(port),
-           "TRAINING_QUEUE_POLICY_NAMESPACE": POLICY_NAMESPACE}
-    process = subprocess.Popen([sys.executable, "-m", "functions", "serve", "api",
-                                "--host", "127.0.0.1"], cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        import urllib.request
-
-        def up() -> bool:
-            try:
-                with urllib.request.urlopen(f"{url}/health/readiness", timeout=1) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
-        wait_for(up, timeout=20, message="the API under gunicorn")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["jobs", *argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_submit_runs_to_success_through_api_and_cli(
         client: FlaskClient, user: dict[str, str], namespace: str, kube: KubeClient,
         world: QueueWorld, served_api: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +130,25 @@ def test_cli_submit_and_list_paginate(client: FlaskClient, user: dict[str, str],
     assert bad.status_code == 400 and bad.get_json()["errors"][0]["field"] == "labelSelector"
     forged = client.get(f"{base}?continue=forged", headers=user)
     assert forged.status_code == 400 and forged.get_json()["errors"][0]["field"] == "continue"
+
+
+def test_stuck_pod_warning_in_the_job_events(client: FlaskClient, user: dict[str, str],
+                                             namespace: str, world: QueueWorld) -> None:
+    """A job no node can take: its Unschedulable pod shows as one Warning in ``/events``."""
+    base = f"/v1/namespaces/{namespace}/jobs"
+    request = job_request("greedy", framework="jax",
+                          resources={"cpu": "100m", "memory": "64Mi", "gpus": 64})
+    assert client.post(base, json=request, headers=user).status_code == 201
+
+    def warned(jobs: list[Obj]) -> bool:
+        items = client.get(f"{base}/greedy/events", headers=user).get_json()["items"]
+        return any(e["type"] == "Warning" and e["reason"] == "Unschedulable" for e in items)
+
+    world.run_until(warned)
+    for _ in range(3):
+        world.step()
+    items = client.get(f"{base}/greedy/events", headers=user).get_json()["items"]
+    [warning] = [e for e in items if e["type"] == "Warning"]
+    assert warning["reason"] == "Unschedulable" and warning["count"] == 1
+    assert warning["message"].startswith("Pod greedy-worker-0 cannot be scheduled: ")
+    assert "nvidia.com/gpu" in warning["message"]

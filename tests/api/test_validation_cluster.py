@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from functions.jobs.reads import RESOURCES
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.api.conftest import job_request
 
-KINDS = (resources.PYTORCHJOBS, resources.TFJOBS, resources.MPIJOBS, resources.MXJOBS)
+KINDS = tuple(RESOURCES.values())
 
 
 def nothing_created(kube: KubeClient, namespace: str) -> bool:

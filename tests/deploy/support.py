@@ -21,7 +21,8 @@ Obj = dict[str, Any]
 
 # Every kustomization a user may apply, relative to the repository.
 KUSTOMIZATIONS = ("config/default", "config/overlays/openshift", "config/func", "config/crd",
-                  "config/rbac", "config/serving", "config/samples", "eventing")
+                  "config/network", "config/rbac", "config/serving", "config/samples",
+                  "config/api", "eventing")
 # The ones that install the product (the rest are parts or samples).
 INSTALLS = ("config/default", "config/overlays/openshift", "config/func")
 FUNCTIONS = ("reconcile", "gc", "status")

@@ -42,7 +42,7 @@ def wait_for(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) 
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return time.monotonic() - started
-        except (urllib.error.URLError, ConnectionError):
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # slow: not ready yet
             pass
         time.sleep(0.02)
     raise AssertionError(f"{url} never answered 200")

@@ -3,6 +3,7 @@ non-root, and wired to the paths and command the code and config/serving expect.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -35,12 +36,21 @@ def final(stages: list[Stage]) -> Stage:
     return stages[-1]
 
 
-def lock() -> dict[str, str]:
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)==(?P<version>\S+) \\$")
+HASH = re.compile(r"^    --hash=sha256:[0-9a-f]{64}( \\)?$")
+
+
+def requirement_lines(name: str = "requirements.txt") -> list[str]:
+    return [line for line in (REPO / name).read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def lock(name: str = "requirements.txt") -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in (REPO / "requirements.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, _, version = line.partition("==")
-            pins[canonicalize_name(name)] = version.strip()
+    for line in requirement_lines(name):
+        match = PIN.match(line)
+        if match:
+            pins[canonicalize_name(match.group("name"))] = match.group("version")
     return pins
 
 
@@ -53,9 +63,16 @@ def test_hadolint_is_clean() -> None:
     assert (done.returncode, done.stdout) == (0, "")
 
 
+SOURCES = ("network", "context")
+
+
 def test_bases_are_pinned_and_stages_are_named(stages: list[Stage]) -> None:
     assert len(stages) >= 2
+    names = {stage.name for stage in stages}
     for stage in stages:
+        if "${SOURCE}" in stage.base:  # a stage of this file, by the build's SOURCE
+            assert {stage.base.replace("${SOURCE}", s) for s in SOURCES} <= names, stage.base
+            continue
         image, _, tag = stage.base.rpartition(":")
         assert image and "/" not in tag, f"untagged base {stage.base}"
         assert tag != "latest" and re.search(r"\d", tag), f"unpinned base {stage.base}"
@@ -115,7 +132,10 @@ def test_copied_sources_exist_and_are_in_the_build_context(stages: list[Stage]) 
             for source in arguments.split()[:-1]:
                 if "*" in source:
                     continue  # optional files (README.md*)
-                assert (REPO / source).exists(), source
+                if source.startswith("hermetic/"):  # hack/prepare_hermetic.sh fills it
+                    assert source in (REPO / "hack" / "prepare_hermetic.sh").read_text()
+                else:
+                    assert (REPO / source).exists(), source
                 assert any(source.rstrip("/") == a or source.startswith(a + "/")
                            for a in admitted), f"{source} is excluded by .dockerignore"
 
@@ -142,3 +162,72 @@ def test_lock_is_a_closed_set() -> None:
             if applies and canonicalize_name(requirement.name) not in pins:
                 missing.add(f"{name} -> {requirement.name}")
     assert missing == set()
+
+
+def _variants(stages: list[Stage]) -> dict[str, dict[str, Stage]]:
+    """For each stage chosen by SOURCE (``FROM x-${SOURCE} AS x``), its stage per source."""
+    by_name = {stage.name: stage for stage in stages if stage.name}
+    return {stage.name or "": {s: by_name[stage.base.replace("${SOURCE}", s)] for s in SOURCES}
+            for stage in stages if "${SOURCE}" in stage.base}
+
+
+def test_both_sources_provide_what_the_later_stages_copy(stages: list[Stage]) -> None:
+    """The hermetic (context) and network variants of a stage fill the same paths, and only
+    the network variants reach the network."""
+    variants = _variants(stages)
+    assert set(variants) == {"kustomize", "manifests", "wheels"}
+    copied = {arguments.split()[0].removeprefix("--from="): arguments.split()[1]
+              for stage in stages for instruction, arguments in stage.instructions
+              if instruction == "COPY" and arguments.startswith("--from=")
+              and arguments.split()[0].removeprefix("--from=") in variants}
+    assert set(copied) == set(variants)
+    for name, path in copied.items():
+        for source, stage in variants[name].items():
+            text = " ".join(a for _, a in stage.instructions)
+            assert path in text, f"{stage.name} does not fill {path}"
+            if source == "context":
+                assert not re.search(r"go install|https?://", text), stage.name
+
+
+def test_the_hermetic_build_fetches_nothing(stages: list[Stage]) -> None:
+    build = next(stage for stage in stages if stage.name == "build")
+    runs = [a for i, a in build.instructions if i == "RUN"]
+    install = next(a for a in runs if "-r requirements.txt" in a)
+    assert '"${SOURCE}" = context' in install and "--no-index --find-links" in install
+    assert "--require-hashes" in install and "--only-binary=:all:" in install
+    assert "-r requirements-build.txt" in install
+    project = next(a for a in runs if "--no-build-isolation" in a)
+    assert "--no-index" in project
+
+
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-build.txt"])
+def test_every_requirement_is_pinned_with_hashes(name: str) -> None:
+    """pip --require-hashes refuses anything else; each pin carries its wheels' sha256."""
+    lines = requirement_lines(name)
+    assert lines and PIN.match(lines[0])
+    for previous, line in itertools.pairwise(lines):
+        assert PIN.match(line) or HASH.match(line), line
+        if PIN.match(line):
+            assert not previous.endswith("\\"), f"{previous} continues into {line}"
+    assert not lines[-1].endswith("\\")
+    hashed = [i for i, line in enumerate(lines) if PIN.match(line)]
+    assert all(HASH.match(lines[i + 1]) for i in hashed)
+    assert "setuptools" in lock("requirements-build.txt") or name == "requirements.txt"
+
+
+def test_labels_say_what_the_image_is(stages: list[Stage]) -> None:
+    """OCI labels, and the base image's own labels (name, version, vendor, source, s2i)
+    replaced, so nothing inherited describes the base as if it were this image."""
+    stage = final(stages)
+    labels = " ".join(a for i, a in stage.instructions if i == "LABEL")
+    args = {a.partition("=")[0]: a.partition("=")[2] for i, a in stage.instructions
+            if i == "ARG"}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert args["VERSION"] == project["version"]
+    for key in ("org.opencontainers.image.title", "org.opencontainers.image.version",
+                "org.opencontainers.image.revision", "org.opencontainers.image.created",
+                "org.opencontainers.image.licenses", "name", "version", "release", "vendor",
+                "url", "vcs-ref", "com.redhat.component", "io.openshift.s2i.scripts-url"):
+        assert re.search(rf"(^|\s){re.escape(key)}=", labels), key
+    assert 'org.opencontainers.image.version="${VERSION}"' in labels
+    assert f'org.opencontainers.image.licenses="{project["license"]}"' in labels

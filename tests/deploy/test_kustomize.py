@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from functions.__main__ import build_parser
+from functions.core.delivery import DeliverySpec
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.trainer.core import params
 from tests.deploy.support import (
     FUNCTIONS,
@@ -83,9 +85,14 @@ def test_triggers_and_dead_letters_reach_existing_services(
                 if o["apiVersion"].startswith("serving.knative.dev/")}
     subscribers = {o["spec"]["subscriber"]["ref"]["name"] for o in objs if o["kind"] == "Trigger"}
     assert subscribers == {f"odh-training-{fn}" for fn in FUNCTIONS}
-    broker = find(objs, "Broker", "odh-training")
-    sinks = {broker["spec"]["delivery"]["deadLetterSink"]["ref"]["name"]}
-    assert subscribers | sinks <= services
+    assert subscribers <= services
+    sink = find(objs, "Broker", "odh-training")["spec"]["delivery"]["deadLetterSink"]["ref"]
+    if directory == "config/overlays/openshift":  # durable: a Kafka topic
+        assert sink["kind"] == "KafkaSink"
+        assert find(objs, "KafkaSink", sink["name"])["spec"]["contentMode"] == "structured"
+        assert "odh-training-dead-letters" not in services
+    else:
+        assert sink["kind"] == "Service" and sink["name"] in services
 
 
 def test_func_install_leaves_the_function_services_to_func(
@@ -93,8 +100,44 @@ def test_func_install_leaves_the_function_services_to_func(
     objs = builds["config/func"]
     assert [o for o in objs if o["kind"] == "Trigger"] == []
     assert {o["metadata"]["name"] for o in objs
-            if o["apiVersion"].startswith("serving.knative.dev/")} == {
-        "odh-training-dead-letters", "odh-training-api"}
+            if o["apiVersion"].startswith("serving.knative.dev/")} == {"odh-training-dead-letters"}
+    accounts = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
+    assert accounts == {"odh-training-functions", "odh-training-events",
+                        "odh-training-dead-letters"}
+    functions_bound = {o["roleRef"]["name"] for o in objs
+                       if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                       and o["subjects"] == [{"kind": "ServiceAccount",
+                                              "name": "odh-training-functions",
+                                              "namespace": "opendatahub"}]}
+    assert functions_bound == {"odh-training-reconcile", "odh-training-reconcile-delegated",
+                               "odh-training-gc", "odh-training-status",
+                               "odh-training-reconcile-lease"}
+
+
+@pytest.mark.parametrize("directory", ["config/default", "config/overlays/openshift"])
+def test_every_delivery_times_out_before_its_function_would(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    """Each Trigger's delivery (its own, else the Broker's) has a timeout, shorter than the
+    request timeout of the Service it delivers to: a longer one would never take effect, and
+    a hung attempt would hold its delivery until Knative Serving cut it."""
+    objs = builds[directory]
+    broker = DeliverySpec.from_spec(find(objs, "Broker", "odh-training")["spec"].get("delivery"))
+    triggers = [o for o in objs if o["kind"] == "Trigger"]
+    assert len(triggers) == len(FUNCTIONS)
+    for trigger in triggers:
+        delivery = DeliverySpec.from_spec(trigger["spec"].get("delivery"), broker)
+        service = knative_service(objs, trigger["spec"]["subscriber"]["ref"]["name"])
+        revision_timeout = service["spec"]["template"]["spec"].get("timeoutSeconds", 300)
+        assert delivery.timeout is not None, trigger["metadata"]["name"]
+        assert delivery.timeout < revision_timeout, trigger["metadata"]["name"]
+
+
+@pytest.mark.parametrize("directory", INSTALLS)
+def test_the_training_api_is_opt_in(builds: dict[str, list[Obj]], directory: str) -> None:
+    names = {o["metadata"]["name"] for o in builds[directory]}
+    assert not {n for n in names if n.startswith("odh-training-api")}
+    api = {(o["kind"], o["metadata"]["name"]) for o in builds["config/api"]}
+    assert ("Service", "odh-training-api") in api and ("ClusterRole", "odh-training-api") in api
 
 
 def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -> None:
@@ -105,6 +148,24 @@ def test_openshift_overlay_uses_the_kafka_broker(builds: dict[str, list[Obj]]) -
     default_broker = find(builds["config/default"], "Broker", "odh-training")
     assert "eventing.knative.dev/broker.class" not in (
         default_broker["metadata"].get("annotations") or {})
+
+
+def test_openshift_overlay_scrapes_every_function(builds: dict[str, list[Obj]]) -> None:
+    """User-workload monitoring scrapes /metrics on the port Knative gives the function's
+    container in its pods, for the pods of every function and nothing else."""
+    objs = builds["config/overlays/openshift"]
+    monitor = find(objs, "PodMonitor", "odh-training-functions")
+    assert monitor["metadata"]["namespace"] == "opendatahub"
+    assert monitor["spec"]["podMetricsEndpoints"] == [
+        {"port": "user-port", "path": "/metrics", "interval": "30s", "scheme": "http"}]
+    [term] = monitor["spec"]["selector"]["matchExpressions"]
+    assert (term["key"], term["operator"]) == ("functions.opendatahub.io/function", "In")
+    assert sorted(term["values"]) == sorted(FUNCTIONS)
+    for function in FUNCTIONS:
+        labels = knative_service(objs, f"odh-training-{function}")["spec"]["template"][
+            "metadata"]["labels"]
+        assert labels[term["key"]] == function
+    assert not [o for o in builds["config/default"] if o["kind"] == "PodMonitor"]
 
 
 def _container(ksvc: Obj) -> Obj:
@@ -171,3 +232,28 @@ def test_dead_letter_sink_is_served_like_the_functions(builds: dict[str, list[Ob
     assert 0 < int(env["DEAD_LETTER_MAX_BYTES"]) <= 3 * 1024 * 1024
     assert 0 < int(env["DEAD_LETTER_EXCERPT_BYTES"]) <= 4096
     assert container["readinessProbe"]["httpGet"]["path"] == "/health/readiness"
+
+
+def _containers(obj: Obj) -> list[Obj]:
+    specs = (obj.get("spec") or {}).get("mpiReplicaSpecs") or {}
+    for key, value in (obj.get("spec") or {}).items():
+        if key.endswith("ReplicaSpecs") and isinstance(value, dict):
+            specs = {**specs, **value}
+    return [c for spec in specs.values()
+            for c in spec["template"]["spec"]["containers"]]
+
+
+def test_samples_run_under_restricted_v2(builds: dict[str, list[Obj]]) -> None:
+    """OpenShift's restricted-v2 SCC refuses a fixed UID: no sample sets one."""
+    jobs = [o for o in builds["config/samples"] if o["kind"].endswith("Job")]
+    assert {o["kind"] for o in jobs} == {fw.kind for fw in FRAMEWORKS}
+    fixed = [(o["kind"], c["name"]) for o in jobs for c in _containers(o)
+             if "runAsUser" in (c.get("securityContext") or {})]
+    assert fixed == []
+
+
+def test_sample_trainer_deploys_into_the_install_namespace(
+        builds: dict[str, list[Obj]]) -> None:
+    trainer = find(builds["config/samples"], "Trainer", "default-trainer")
+    functions = knative_service(builds["config/default"], "odh-training-reconcile")
+    assert trainer["spec"]["appNamespace"] == functions["metadata"]["namespace"]

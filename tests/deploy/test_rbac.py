@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from functions.platform.core.coexistence import JOB_CRDS
 from functions.trainer.provision import render_all
 from functions.trainer.render import Sources
 from tests.deploy.support import (
@@ -128,12 +129,105 @@ def test_every_rule_is_explained_by_a_comment(path: Path) -> None:
 
 
 def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) -> None:
-    bindings = {(b["roleRef"]["name"], s["name"]) for b in rbac
-                if b["kind"] == "ClusterRoleBinding" for s in b["subjects"]}
-    assert bindings == {("odh-training-reconcile", "odh-training-reconcile"),
-                        ("odh-training-reconcile-delegated", "odh-training-reconcile"),
-                        ("odh-training-gc", "odh-training-gc"),
-                        ("odh-training-status", "odh-training-status"),
-                        ("odh-training-api", "odh-training-api")}
+    bindings = {(b["kind"], b["roleRef"]["name"], s["name"]) for b in rbac
+                if b["kind"] in ("ClusterRoleBinding", "RoleBinding") for s in b["subjects"]}
+    assert bindings == {
+        ("ClusterRoleBinding", "odh-training-reconcile", "odh-training-reconcile"),
+        ("ClusterRoleBinding", "odh-training-reconcile-delegated", "odh-training-reconcile"),
+        ("ClusterRoleBinding", "odh-training-gc", "odh-training-gc"),
+        ("ClusterRoleBinding", "odh-training-status", "odh-training-status"),
+        ("RoleBinding", "odh-training-reconcile", "odh-training-reconcile"),
+        ("RoleBinding", "odh-training-reconcile-lease", "odh-training-reconcile"),
+        ("RoleBinding", "odh-training-gc", "odh-training-gc"),
+        ("RoleBinding", "odh-training-status", "odh-training-status")}
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
     assert dead_letters["automountServiceAccountToken"] is False
+
+
+# Rendered cluster-scoped kinds that reconcile applies and gc deletes only by name.
+NAMED = {("rbac.authorization.k8s.io", "clusterroles"): "ClusterRole",
+         ("rbac.authorization.k8s.io", "clusterrolebindings"): "ClusterRoleBinding",
+         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"):
+             "MutatingWebhookConfiguration",
+         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
+             "ValidatingWebhookConfiguration",
+         ("apiextensions.k8s.io", "customresourcedefinitions"): "CustomResourceDefinition"}
+
+
+def named_permissions(rbac: list[dict[str, Any]], role: str) -> set[Permission]:
+    return {p for p in permissions(find(rbac, "ClusterRole", role)["rules"]) if p.name}
+
+
+@pytest.mark.parametrize(("role", "verbs", "kinds"), [
+    pytest.param("odh-training-reconcile", ("create", "patch"), set(NAMED), id="reconcile"),
+    pytest.param("odh-training-gc", ("delete",),
+                 set(NAMED) - {("apiextensions.k8s.io", "customresourcedefinitions")}, id="gc"),
+])
+def test_every_rendered_cluster_object_is_named_in_the_rules(
+        rendered: list[dict[str, Any]], rbac: list[dict[str, Any]], role: str,
+        verbs: tuple[str, ...], kinds: set[tuple[str, str]]) -> None:
+    """An upstream release that adds or renames one fails here, not in a cluster."""
+    held = named_permissions(rbac, role)
+    wanted = {Permission(group, resource, verb, o["metadata"]["name"])
+              for (group, resource) in kinds for o in rendered
+              if o["kind"] == NAMED[(group, resource)] for verb in verbs}
+    assert wanted
+    assert wanted - held == set()
+
+
+def test_namespaced_rendered_kinds_are_granted_only_in_the_namespace(
+        rendered: list[dict[str, Any]], rbac: list[dict[str, Any]]) -> None:
+    """What the Trainer renders into its namespace, reconcile writes and gc deletes through
+    Roles; cluster-wide they hold no delete of those kinds (jobs' Services and pods aside)."""
+    kinds = {o["kind"] for o in rendered if o["metadata"].get("namespace")}
+    assert {"Deployment", "ServiceAccount", "Role", "RoleBinding", "Secret"} <= kinds
+    for name in ("odh-training-reconcile", "odh-training-gc"):
+        cluster = {(p.group, p.resource) for p in permissions(
+            find(rbac, "ClusterRole", name)["rules"]) if p.verb == "delete" and not p.name}
+        assert cluster & {("apps", "deployments"), ("", "serviceaccounts"), ("", "secrets"),
+                          ("", "configmaps"), ("rbac.authorization.k8s.io", "roles"),
+                          ("rbac.authorization.k8s.io", "rolebindings")} == set(), name
+        role = {(p.group, p.resource) for p in permissions(find(rbac, "Role", name)["rules"])
+                if p.verb == "delete"}
+        assert {("apps", "deployments"), ("", "secrets"),
+                ("rbac.authorization.k8s.io", "roles")} <= role, name
+
+
+# What the job handlers read to know whether the platform's training operator is active
+# (functions/jobs/coexistence.py): its Deployment by label in every namespace, the
+# DataScienceClusters, the job CRDs by name.
+JOB_COEXISTENCE_READS = [
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
+    {"apiGroups": ["datasciencecluster.opendatahub.io"], "resources": ["datascienceclusters"],
+     "verbs": ["list"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "resourceNames": list(JOB_CRDS), "verbs": ["get"]},
+]
+
+
+def cluster_rules(rbac: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return list(find(rbac, "ClusterRole", role)["rules"])
+
+
+@pytest.mark.parametrize("role", ["odh-training-reconcile", "odh-training-gc",
+                                  "odh-training-status"])
+def test_each_job_function_may_read_what_conflicts_with_the_jobs(
+        rbac: list[dict[str, Any]], role: str) -> None:
+    assert uncovered(JOB_COEXISTENCE_READS, cluster_rules(rbac, role)) == []
+
+
+@pytest.mark.parametrize(("role", "denied"), [
+    pytest.param("odh-training-gc", [Permission("apiextensions.k8s.io",
+                                                "customresourcedefinitions", "get")],
+                 id="gc-gets-crds-only-by-name"),
+    pytest.param("odh-training-status", [
+        Permission("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+        Permission("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+        Permission("apps", "deployments", "get"),
+        Permission("apps", "deployments", "watch")], id="status-lists-deployments-only"),
+])
+def test_the_coexistence_reads_grant_no_more(rbac: list[dict[str, Any]], role: str,
+                                             denied: list[Permission]) -> None:
+    required = [{"apiGroups": [p.group], "resources": [p.resource], "verbs": [p.verb]}
+                for p in denied]
+    assert uncovered(required, cluster_rules(rbac, role)) == denied

@@ -91,7 +91,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     found = {kind: kube.list(kube.resource_for(
         "sources.knative.dev/v1" if kind == "ApiServerSource" else "eventing.knative.dev/v1",
         kind), NAMESPACE) for kind in EVENT_KINDS}
-    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 3
+    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 5
     assert len(found["Trigger"]) == 4  # three functions and the recorder
     for kind, objects in found.items():
         for obj in objects:
@@ -103,7 +103,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     adapters = [d for d in deployments
                 if any(o.get("kind") == "ApiServerSource"
                        for o in d["metadata"].get("ownerReferences") or [])]
-    assert len(adapters) == 3
+    assert len(adapters) == 5
     assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
@@ -132,6 +132,9 @@ def objects_adapter(kube: KubeClient) -> dict[str, Any]:
     pytest.param("TFJob", resources.TFJOBS, id="tfjob"),
     pytest.param("MPIJob", resources.MPIJOBS, id="mpijob"),
     pytest.param("MXJob", resources.MXJOBS, id="mxjob"),
+    pytest.param("XGBoostJob", resources.XGBOOSTJOBS, id="xgboostjob"),
+    pytest.param("PaddleJob", resources.PADDLEJOBS, id="paddlejob"),
+    pytest.param("JAXJob", resources.JAXJOBS, id="jaxjob"),
 ])
 def test_a_job_succeeds_on_the_adapters_events(stack: DevStack, kube: KubeClient, kind: str,
                                                res: Resource) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from functions.jobs.core.frameworks import FRAMEWORKS
 from tests.support import CLOUDEVENTS, REPO
 
 Obj = dict[str, Any]
@@ -161,10 +162,9 @@ def events(samples: list[Sample]) -> st.SearchStrategy[HttpEvent]:
 
 # -- training-job CRs -------------------------------------------------------------------------
 
-JOB_SAMPLES = {kind: REPO / "config" / "samples" / f"{kind.lower()}.yaml"
-               for kind in ("PyTorchJob", "TFJob", "MPIJob", "MXJob")}
-SPEC_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs",
-               "MPIJob": "mpiReplicaSpecs", "MXJob": "mxReplicaSpecs"}
+JOB_SAMPLES = {fw.kind: REPO / "config" / "samples" / f"{fw.kind.lower()}.yaml"
+               for fw in FRAMEWORKS}
+SPEC_FIELDS = {fw.kind: fw.specs_field for fw in FRAMEWORKS}
 REPLICA_TYPES = ("Master", "Worker", "PS", "Chief", "Evaluator", "Launcher", "Scheduler",
                  "Server", "TunerTracker", "master", "worker", "Bogus")
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode", "Sometimes", "")
@@ -216,7 +216,7 @@ def job_spec(draw: st.DrawFn) -> Obj:
         elif operation == "extra-replica":
             specs[draw(st.sampled_from(REPLICA_TYPES))] = copy.deepcopy(
                 next(iter(specs.values()), {}))
-        elif operation == "elastic" and kind == "PyTorchJob":
+        elif operation == "elastic" and kind in ("PyTorchJob", "PaddleJob"):
             spec["elasticPolicy"] = {"minReplicas": draw(SMALL_INT),
                                      "maxReplicas": draw(SMALL_INT),
                                      "nProcPerNode": draw(SMALL_INT)}

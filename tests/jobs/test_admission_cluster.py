@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 
 from functions.jobs.controller import RESOURCES
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import ApiError, KubeClient
 from tests.jobs.driver import for_test, sample, specs_of
 
@@ -61,6 +64,19 @@ def _no_launcher(job: Obj) -> None:
     del specs_of(job)["Launcher"]
 
 
+def _no_master(job: Obj) -> None:
+    del specs_of(job)["Master"]
+
+
+def _empty_worker_image(job: Obj) -> None:
+    specs_of(job)["Worker"]["template"]["spec"]["containers"][0]["image"] = ""
+
+
+def _master_type(job: Obj) -> None:
+    specs = specs_of(job)
+    specs["Master"] = copy.deepcopy(specs["Worker"])
+
+
 def _unknown_type(job: Obj) -> None:
     specs = specs_of(job)
     specs["Coordinator"] = copy.deepcopy(specs["Worker"])
@@ -95,6 +111,35 @@ def _unknown_type(job: Obj) -> None:
     pytest.param("MPIJob", _bad_manager,
                  "spec.runPolicy.managedBy must be one of: kubeflow.org/mpi-operator",
                  id="mpi-managed-by"),
+    pytest.param("XGBoostJob", _no_master, "an XGBoostJob needs a Master replica spec",
+                 id="xgboost-needs-master"),
+    pytest.param("XGBoostJob", _two_masters, "Master replicas must be set to 1",
+                 id="xgboost-two-masters"),
+    pytest.param("XGBoostJob", _unset_master_replicas, "Master replicas must be set to 1",
+                 id="xgboost-master-replicas-unset"),
+    pytest.param("XGBoostJob", _no_default_container,
+                 'one container in template.spec.containers must be named "xgboost"',
+                 id="xgboost-container-name"),
+    pytest.param("XGBoostJob", _unknown_type, "XGBoostJob replica types must be among",
+                 id="xgboost-replica-type"),
+    pytest.param("PaddleJob", _no_default_container,
+                 'one container in template.spec.containers must be named "paddle"',
+                 id="paddle-container-name"),
+    pytest.param("PaddleJob", _unknown_type, "PaddleJob replica types must be among",
+                 id="paddle-replica-type"),
+    pytest.param("PaddleJob", _empty_worker_image, "needs a non-empty image",
+                 id="paddle-empty-image"),
+    pytest.param("PaddleJob", _bad_manager,
+                 "spec.runPolicy.managedBy must be one of: kubeflow.org/training-operator",
+                 id="paddle-managed-by"),
+    pytest.param("JAXJob", _master_type, "JAXJob replica types must be among: Worker",
+                 id="jax-worker-only"),
+    pytest.param("JAXJob", _no_default_container,
+                 'one container in template.spec.containers must be named "jax"',
+                 id="jax-container-name"),
+    pytest.param("JAXJob", _no_containers, "must list at least one container",
+                 id="jax-no-containers"),
+    pytest.param("JAXJob", _rename, "metadata.name must be a DNS-1035 label", id="jax-name"),
 ])
 def test_invalid_job_is_rejected(kube: KubeClient, crds: None, namespace: str, kind: str,
                                  mutate: Callable[[Obj], None], message: str) -> None:
@@ -108,7 +153,8 @@ def test_invalid_job_is_rejected(kube: KubeClient, crds: None, namespace: str, k
 
 
 def test_valid_samples_are_accepted(kube: KubeClient, crds: None, namespace: str) -> None:
-    for kind in ("PyTorchJob", "TFJob", "MXJob", "MPIJob"):
+    for fw in FRAMEWORKS:
+        kind = fw.kind
         job = for_test(sample(kind), "ok", namespace)
         created = kube.create(job, res=RESOURCES[kind])
         created["spec"]["runPolicy"].pop("suspend")
@@ -148,6 +194,19 @@ def test_immutable_fields(kube: KubeClient, crds: None, namespace: str, field: s
     pytest.param("tfjobs.spec.tfReplicaSpecs", "Replica specs by replica type", id="tf-specs"),
     pytest.param("mpijobs.spec.slotsPerWorker", "Slots per worker in the hostfile",
                  id="mpi-slots"),
+    pytest.param("xgboostjobs.spec.xgbReplicaSpecs", "Replica specs by replica type",
+                 id="xgboost-specs"),
+    pytest.param("paddlejobs.spec.elasticPolicy.maxRestarts", "How often pods may restart",
+                 id="paddle-elastic"),
+    pytest.param("jaxjobs.spec.jaxReplicaSpecs", "Worker; keys are matched case-insensitively",
+                 id="jax-specs"),
+    pytest.param("pytorchjob.spec.pytorchReplicaSpecs.template.spec.containers",
+                 "List of containers belonging to the pod.", id="pytorch-template-containers"),
+    pytest.param("mpijobs.spec.mpiReplicaSpecs.template.spec.containers.resources.limits",
+                 "Limits describes the maximum amount of compute resources allowed.",
+                 id="mpi-template-resources"),
+    pytest.param("paddlejobs.spec.paddleReplicaSpecs.template.spec.tolerations.effect",
+                 "Effect indicates the taint effect to match.", id="paddle-template-tolerations"),
 ])
 def test_kubectl_explain_shows_field_docs(cluster: Any, crds: None, field: str,
                                           text: str) -> None:
@@ -161,3 +220,37 @@ def test_kubectl_explain_shows_field_docs(cluster: Any, crds: None, field: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"kubectl explain {field}: {done.stdout} {done.stderr}")
         time.sleep(1)
+
+
+def _typos(job: Obj) -> None:
+    template = specs_of(job)["Worker"]["template"]
+    template["spec"]["nodeSelectr"] = {"disk": "ssd"}
+    template["spec"]["nodeSelector"] = {"disk": "ssd"}
+    container = template["spec"]["containers"][0]
+    container["imagePullPolic"] = "Always"
+    container["imagePullPolicy"] = "Always"
+    container["resources"]["limitz"] = {"cpu": "1"}
+
+
+@pytest.mark.parametrize("kind", [fw.kind for fw in FRAMEWORKS])
+def test_unknown_pod_template_fields_are_pruned_or_rejected(
+        cluster: Any, kube: KubeClient, crds: None, namespace: str, kind: str) -> None:
+    """Like upstream's CRDs: a typo in a pod template is refused by a strict client and
+    dropped otherwise; the fields it meant are kept."""
+    job = for_test(sample(kind), "typos", namespace)
+    _typos(job)
+    strict = subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", "create",
+         "--validate=strict", "-f", "-"], input=json.dumps(job), capture_output=True,
+        text=True, check=False)
+    assert strict.returncode != 0
+    for typo in ("nodeSelectr", "imagePullPolic", "limitz"):
+        assert re.search(rf'unknown field "spec\.[^"]*\.{typo}"', strict.stderr), typo
+
+    created = kube.create(job, res=RESOURCES[kind])
+    template = specs_of(created)["Worker"]["template"]
+    container = template["spec"]["containers"][0]
+    assert "nodeSelectr" not in template["spec"] and "imagePullPolic" not in container
+    assert "limitz" not in container["resources"]
+    assert (template["spec"]["nodeSelector"], container["imagePullPolicy"]) == (
+        {"disk": "ssd"}, "Always")

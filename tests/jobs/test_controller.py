@@ -17,8 +17,8 @@ def _controller(kind: str) -> Any:
 
 
 def test_one_controller_per_kind_with_three_handlers() -> None:
-    assert sorted(c.parent.kind for c in CONTROLLERS) == ["MPIJob", "MXJob", "PyTorchJob",
-                                                         "TFJob"]
+    assert sorted(c.parent.kind for c in CONTROLLERS) == [
+        "JAXJob", "MPIJob", "MXJob", "PaddleJob", "PyTorchJob", "TFJob", "XGBoostJob"]
     for controller in CONTROLLERS:
         assert set(controller.handlers) == {"reconcile", "status", "gc"}
 
@@ -48,6 +48,19 @@ LABELLED = {"training.kubeflow.org/operator-name": "pytorchjob-controller",
                  _pod({}, [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
                             "name": "pi", "uid": "u", "controller": True}]),
                  ObjectKey("kubeflow.org/v2beta1", "MPIJob", "ns", "pi"), id="mpi-launcher-job"),
+    pytest.param("JAXJob", "scheduling.volcano.sh/v1beta1", "PodGroup",
+                 _pod({}, [{"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "name": "spmd",
+                            "uid": "u", "controller": True}]),
+                 ObjectKey("kubeflow.org/v1", "JAXJob", "ns", "spmd"), id="volcano-podgroup"),
+    pytest.param("MPIJob", "scheduling.x-k8s.io/v1alpha1", "PodGroup",
+                 _pod({}, [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                            "name": "pi", "uid": "u", "controller": True}]),
+                 ObjectKey("kubeflow.org/v2beta1", "MPIJob", "ns", "pi"),
+                 id="scheduler-plugins-podgroup"),
+    pytest.param("PyTorchJob", "scheduling.volcano.sh/v1beta1", "PodGroup",
+                 _pod({}, [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                            "name": "vcjob", "uid": "u", "controller": True}]),
+                 None, id="someone-elses-podgroup"),
 ])
 def test_child_mappings(kind: str, api_version: str, child_kind: str, obj: dict[str, Any],
                         parent: ObjectKey | None) -> None:

@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-CRDS = ["pytorchjobs", "tfjobs", "mxjobs", "mpijobs"]
+CRDS = ["pytorchjobs", "tfjobs", "mxjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs"]
+# The kinds upstream serves a scale subresource for (over their Workers).
+SCALED = {"pytorchjobs": "pytorchReplicaSpecs", "paddlejobs": "paddleReplicaSpecs",
+          "jaxjobs": "jaxReplicaSpecs"}
 
 
 def _generator() -> Any:
@@ -30,16 +33,19 @@ def _load(plural: str) -> dict[str, Any]:
     return data
 
 
-def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def _walk(schema: dict[str, Any], path: str,
+          into_templates: bool = True) -> Iterator[tuple[str, dict[str, Any]]]:
     yield path, schema
+    if not into_templates and path.endswith(".template"):
+        return
     for name, child in (schema.get("properties") or {}).items():
-        yield from _walk(child, f"{path}.{name}")
+        yield from _walk(child, f"{path}.{name}", into_templates)
     extra = schema.get("additionalProperties")
     if isinstance(extra, dict):
-        yield from _walk(extra, f"{path}.*")
+        yield from _walk(extra, f"{path}.*", into_templates)
     items = schema.get("items")
     if isinstance(items, dict):
-        yield from _walk(items, f"{path}[]")
+        yield from _walk(items, f"{path}[]", into_templates)
 
 
 def test_committed_crds_are_generated() -> None:
@@ -50,9 +56,34 @@ def test_committed_crds_are_generated() -> None:
 def test_every_own_field_is_documented(plural: str) -> None:
     root = _load(plural)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     undocumented = [path for section in ("spec", "status")
-                    for path, node in _walk(root["properties"][section], section)
+                    for path, node in _walk(root["properties"][section], section, False)
                     if not node.get("description") and "anyOf" not in node]
     assert undocumented == []
+
+
+@pytest.mark.parametrize("plural", CRDS)
+def test_pod_templates_are_the_full_core_v1_schema(plural: str) -> None:
+    """Every field of a PodTemplateSpec is typed, so unknown ones are pruned or rejected."""
+    spec = _load(plural)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]
+    field = next(k for k in spec["properties"] if k.endswith("ReplicaSpecs"))
+    template = spec["properties"][field]["additionalProperties"]["properties"]["template"]
+    nodes = list(_walk(template, "template"))
+    assert [p for p, n in nodes if n.get("x-kubernetes-preserve-unknown-fields")] == []
+    paths = {p for p, _ in nodes}
+    assert {"template.metadata.labels", "template.spec.nodeSelector",
+            "template.spec.affinity.nodeAffinity", "template.spec.tolerations[].effect",
+            "template.spec.containers[].resources.limits.*",
+            "template.spec.containers[].env[].valueFrom.secretKeyRef.key",
+            "template.spec.volumes[].persistentVolumeClaim.claimName",
+            "template.spec.initContainers[].ports[].protocol"} <= paths
+    containers = template["properties"]["spec"]["properties"]["containers"]
+    assert (containers["x-kubernetes-list-type"], containers["x-kubernetes-list-map-keys"],
+            containers["maxItems"]) == ("map", ["name"], 64)
+    limit = containers["items"]["properties"]["resources"]["properties"]["limits"]
+    assert limit["additionalProperties"]["x-kubernetes-int-or-string"] is True
+    assert not [p for p, n in nodes if {"$ref", "allOf", "oneOf"} & n.keys()
+                or any(k.startswith("x-kubernetes-patch") for k in n)]
 
 
 @pytest.mark.parametrize("plural", CRDS)
@@ -61,4 +92,15 @@ def test_printer_columns_and_status(plural: str) -> None:
     assert [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]] == [
         ("State", ".status.conditions[-1:].type"), ("Age", ".metadata.creationTimestamp")]
     assert "status" in version["subresources"]
-    assert ("scale" in version["subresources"]) is (plural == "pytorchjobs")
+    if plural in SCALED:
+        assert version["subresources"]["scale"] == {
+            "specReplicasPath": f".spec.{SCALED[plural]}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": ".status.replicaStatuses.Worker.selector"}
+    else:
+        assert "scale" not in version["subresources"]
+
+
+def test_kustomization_lists_every_crd() -> None:
+    listed = yaml.safe_load((REPO / "config" / "crd" / "kustomization.yaml").read_text())
+    assert {f"{plural}.kubeflow.org.yaml" for plural in CRDS} <= set(listed["resources"])

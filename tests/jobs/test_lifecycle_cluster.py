@@ -1,4 +1,4 @@
-"""PyTorchJob, TFJob and MXJob on the local cluster: create, run, succeed, fail, restart."""
+"""The v1 kinds on the local cluster: create, run, succeed, fail, restart."""
 
 from __future__ import annotations
 
@@ -52,36 +52,80 @@ def mx_env(pods: dict[str, Obj], name: str, namespace: str) -> None:
     assert worker["DMLC_WORKER_ID"] == "0"
 
 
+def xgboost_env(pods: dict[str, Obj], name: str, namespace: str) -> None:
+    master = env_of(pods[f"{name}-master-0"], "xgboost")
+    worker = env_of(pods[f"{name}-worker-1"], "xgboost")
+    assert (master["RANK"], worker["RANK"]) == ("0", "2")
+    assert master["WORLD_SIZE"] == worker["WORLD_SIZE"] == "3"
+    assert worker["MASTER_ADDR"] == f"{name}-master-0"
+    assert worker["MASTER_PORT"] == worker["WORKER_PORT"] == "9999"
+    assert worker["WORKER_ADDRS"] == f"{name}-worker-0,{name}-worker-1"
+
+
+def paddle_env(pods: dict[str, Obj], name: str, namespace: str) -> None:
+    first = pods[f"{name}-worker-0"]["spec"]["containers"][0]["env"]
+    assert {"name": "POD_IP_DUMMY",
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}} in first
+    assert env_of(pods[f"{name}-worker-0"], "paddle")["PADDLE_MASTER"] == (
+        "$(POD_IP_DUMMY):36543")
+    other = env_of(pods[f"{name}-worker-1"], "paddle")
+    assert other["PADDLE_MASTER"] == f"{name}-worker-0:36543"
+    assert (other["PADDLE_NNODES"], other["PADDLE_JOB_ID"]) == ("2", name)
+
+
+def jax_env(pods: dict[str, Obj], name: str, namespace: str) -> None:
+    worker = env_of(pods[f"{name}-worker-1"], "jax")
+    assert worker["COORDINATOR_ADDRESS"] == f"{name}-worker-0"
+    assert worker["COORDINATOR_PORT"] == "6666"
+    assert (worker["NUM_PROCESSES"], worker["PROCESS_ID"]) == ("2", "1")
+
+
 @dataclass(frozen=True)
 class Scenario:
     kind: str
     pods: tuple[str, ...]                 # suffixes after the job name
     running_message: Callable[[str, str], str]
-    succeed_pod: str
+    succeed_pods: tuple[str, ...]         # the pods whose success ends the job
     success_message: Callable[[str, str], str]
     clean_pod_policy: str
     left_after_success: tuple[str, ...]
     failing_type: str                     # replica type with restartPolicy ExitCode
     check_env: Callable[[dict[str, Obj], str, str], None]
-    selector: bool
+    selector: bool                        # a scale subresource over the Workers
+    master_pods: tuple[str, ...]          # the pods labelled job-role: master
 
 
 SCENARIOS = [
     pytest.param(Scenario(
         "PyTorchJob", ("master-0", "worker-0"),
-        lambda ns, n: f"PyTorchJob {n} is running.", "master-0",
+        lambda ns, n: f"PyTorchJob {n} is running.", ("master-0",),
         lambda ns, n: f"PyTorchJob {n} is successfully completed.", "All", (), "Worker",
-        pytorch_env, True), id="pytorchjob"),
+        pytorch_env, True, ("master-0",)), id="pytorchjob"),
     pytest.param(Scenario(
         "TFJob", ("ps-0", "worker-0", "worker-1"),
-        lambda ns, n: f"TFJob {ns}/{n} is running.", "worker-0",
+        lambda ns, n: f"TFJob {ns}/{n} is running.", ("worker-0",),
         lambda ns, n: f"TFJob {ns}/{n} successfully completed.", "Running", ("worker-0",),
-        "Worker", tf_env, False), id="tfjob"),
+        "Worker", tf_env, False, ("worker-0",)), id="tfjob"),
     pytest.param(Scenario(
         "MXJob", ("scheduler-0", "server-0", "worker-0"),
-        lambda ns, n: f"MXJob {n} is running.", "scheduler-0",
+        lambda ns, n: f"MXJob {n} is running.", ("scheduler-0",),
         lambda ns, n: f"MXJob {n} is successfully completed.", "All", (), "Worker",
-        mx_env, False), id="mxjob"),
+        mx_env, False, ("server-0",)), id="mxjob"),
+    pytest.param(Scenario(
+        "XGBoostJob", ("master-0", "worker-0", "worker-1"),
+        lambda ns, n: f"XGBoostJob {n} is running.", ("master-0",),
+        lambda ns, n: f"XGBoostJob {n} is successfully completed.", "All", (), "Worker",
+        xgboost_env, False, ("master-0",)), id="xgboostjob"),
+    pytest.param(Scenario(
+        "PaddleJob", ("worker-0", "worker-1"),
+        lambda ns, n: f"PaddleJob {ns}/{n} is running.", ("worker-0", "worker-1"),
+        lambda ns, n: f"PaddleJob {ns}/{n} successfully completed.", "Running",
+        ("worker-0", "worker-1"), "Worker", paddle_env, True, ()), id="paddlejob"),
+    pytest.param(Scenario(
+        "JAXJob", ("worker-0", "worker-1"),
+        lambda ns, n: f"JAXJob {ns}/{n} is running.", ("worker-0", "worker-1"),
+        lambda ns, n: f"JAXJob {ns}/{n} successfully completed.", "All", (), "Worker",
+        jax_env, True, ("worker-0",)), id="jaxjob"),
 ]
 
 
@@ -116,6 +160,8 @@ def test_create_run_succeed(kube: KubeClient, crds: None, namespace: str,
         assert labels["training.kubeflow.org/replica-type"] == rtype
         assert labels["training.kubeflow.org/replica-index"] == index
         assert pod["metadata"]["ownerReferences"] == [owner]
+        is_master = pod_name[len(name) + 1:] in scenario.master_pods
+        assert (labels.get("training.kubeflow.org/job-role") == "master") is is_master
     scenario.check_env(pods, name, namespace)
     services = {s["metadata"]["name"]: s for s in driver.services()}
     assert sorted(services) == sorted(pods)
@@ -130,13 +176,20 @@ def test_create_run_succeed(kube: KubeClient, crds: None, namespace: str,
     statuses = driver.status()["replicaStatuses"]
     assert sum(s.get("active", 0) for s in statuses.values()) == len(scenario.pods)
     assert ("selector" in statuses["Worker"]) is scenario.selector
+    if scenario.selector:
+        scale = kube.get(driver.res, name, namespace, subresource="scale")
+        assert scale is not None
+        assert scale["spec"]["replicas"] == scale["status"]["replicas"] == statuses["Worker"][
+            "active"]
+        assert scale["status"]["selector"] == statuses["Worker"]["selector"]
     writes = kube.request_count("create", "apply", "patch", "delete")
     driver.step()
     driver.step()
     assert kube.request_count("create", "apply", "patch", "delete") == writes, (
         "a running job with nothing to do costs no writes")
 
-    driver.finish_pod(f"{name}-{scenario.succeed_pod}", "succeed")
+    for suffix in scenario.succeed_pods:
+        driver.finish_pod(f"{name}-{suffix}", "succeed")
     driver.run_until(lambda: driver.condition("Succeeded"), what="Succeeded")
     status = driver.status()
     assert driver.condition("Succeeded")["message"] == (  # type: ignore[index]

@@ -117,3 +117,54 @@ def test_mpijob_worker_exit_codes(kube: KubeClient, crds: None, namespace: str) 
     failed = driver.condition("Failed")
     assert failed is not None
     assert failed["message"] == 'job "ec" is failing because "Worker" replica(s) failed.'
+
+
+def launcher_pods(driver: JobDriver) -> list[Obj]:
+    return [p for p in driver.pods()
+            if p["metadata"]["labels"].get(LABEL_JOB_ROLE) == "launcher"]
+
+
+def test_mpijob_created_suspended_then_admitted_like_kueue_does(
+        kube: KubeClient, crds: None, namespace: str) -> None:
+    """Created suspended: the launcher Job exists, suspended, and nothing runs. A queue then
+    admits it by writing the node selector and tolerations of the flavour it chose onto the
+    MPIJob and un-suspending it in one update: the launcher Job resumes with them."""
+    job = mpijob(namespace, "queued")
+    job["spec"]["runPolicy"].update({"suspend": True, "cleanPodPolicy": "All"})
+    driver = JobDriver(kube, job)
+    driver.create(job)
+    driver.run_until(lambda: kube.get(resources.JOBS, "queued-launcher", namespace),
+                     what="the launcher Job")
+    for _ in range(3):
+        driver.step()
+    launcher = kube.get(resources.JOBS, "queued-launcher", namespace)
+    assert launcher is not None and launcher["spec"]["suspend"] is True
+    assert driver.pods() == []
+    assert driver.condition("Suspended") is not None
+    assert "startTime" not in driver.status()
+
+    flavour = {"nvidia.com/gpu.present": "true"}
+    toleration = {"key": "example.com/reserved", "operator": "Exists", "effect": "NoSchedule"}
+    kube.patch(driver.res, "queued", {"spec": {
+        "runPolicy": {"suspend": False},
+        "mpiReplicaSpecs": {"Launcher": {"template": {
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": "launcher"}},
+            "spec": {"nodeSelector": flavour, "tolerations": [toleration]}}}}}}, namespace)
+    driver.run_until(lambda: not (kube.get(resources.JOBS, "queued-launcher", namespace)
+                                  or {}).get("spec", {}).get("suspend"), what="resumed")
+    template = (kube.get(resources.JOBS, "queued-launcher", namespace) or {})["spec"]["template"]
+    assert template["spec"]["nodeSelector"] == flavour
+    assert template["spec"]["tolerations"] == [toleration]
+    assert template["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "launcher"
+    assert driver.status()["startTime"]
+    assert ("Suspended", "False") in driver.seen_conditions
+
+    driver.run_until(lambda: driver.condition("Succeeded"), what="Succeeded")
+    [pod] = launcher_pods(driver)
+    assert pod["spec"]["nodeName"].startswith("kwok-gpu-")
+    driver.run_until(lambda: not workers(driver), what="workers cleaned up (cleanPodPolicy All)")
+    for _ in range(3):
+        driver.step()
+    [kept] = launcher_pods(driver)
+    assert kept["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert not kept["metadata"].get("deletionTimestamp"), "the launcher pod keeps the log"

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from kubeflow.training import (  # type: ignore[import-untyped]
+    KubeflowOrgV1JAXJob,
+    KubeflowOrgV1JAXJobSpec,
+    KubeflowOrgV1PaddleJob,
+    KubeflowOrgV1PaddleJobSpec,
     KubeflowOrgV1PyTorchJob,
     KubeflowOrgV1PyTorchJobSpec,
     KubeflowOrgV1ReplicaSpec,
     KubeflowOrgV1RunPolicy,
     KubeflowOrgV1TFJob,
     KubeflowOrgV1TFJobSpec,
+    KubeflowOrgV1XGBoostJob,
+    KubeflowOrgV1XGBoostJobSpec,
     TrainingClient,
 )
 from kubernetes import client as k8s
@@ -136,3 +143,94 @@ def test_sdk_tfjob_reaches_succeeded(kube: KubeClient, crds: None, namespace: st
     assert runner.errors == []
     assert sdk.is_job_succeeded("sdk-tf", namespace, job_kind="TFJob")
     assert done.status.conditions[-1].message == f"TFJob {namespace}/sdk-tf successfully completed."
+
+
+def _xgboost(name: str, namespace: str) -> Any:
+    return KubeflowOrgV1XGBoostJob(
+        api_version="kubeflow.org/v1", kind="XGBoostJob",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1XGBoostJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            xgb_replica_specs={
+                "Master": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, restart_policy="Never", template=template("xgboost", finish=True)),
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, restart_policy="Never",
+                    template=template("xgboost", finish=False)),
+            }))
+
+
+def _paddle(name: str, namespace: str) -> Any:
+    return KubeflowOrgV1PaddleJob(
+        api_version="kubeflow.org/v1", kind="PaddleJob",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1PaddleJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            paddle_replica_specs={
+                "Master": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, template=template("paddle", finish=True)),
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, template=template("paddle", finish=False)),
+            }))
+
+
+def _jax(name: str, namespace: str) -> Any:
+    return KubeflowOrgV1JAXJob(
+        api_version="kubeflow.org/v1", kind="JAXJob",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1JAXJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            jax_replica_specs={
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=2, template=template("jax", finish=True)),
+            }))
+
+
+@dataclass(frozen=True)
+class SdkKind:
+    kind: str
+    build: Callable[[str, str], Any]
+    pods: tuple[str, ...]            # suffixes after the job name
+    master: tuple[str, ...]          # the pods the SDK's is_master finds
+    succeeded: str                   # the replica type whose succeeded count reaches its size
+    message: Callable[[str, str], str]
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(SdkKind("XGBoostJob", _xgboost, ("master-0", "worker-0"), ("master-0",),
+                         "Master", lambda ns, n: f"XGBoostJob {n} is successfully completed."),
+                 id="xgboostjob"),
+    pytest.param(SdkKind("PaddleJob", _paddle, ("master-0", "worker-0"), ("master-0",),
+                         "Master", lambda ns, n: f"PaddleJob {n} is successfully completed."),
+                 id="paddlejob"),
+    pytest.param(SdkKind("JAXJob", _jax, ("worker-0", "worker-1"), ("worker-0",), "Worker",
+                         lambda ns, n: f"JAXJob {ns}/{n} successfully completed."),
+                 id="jaxjob"),
+])
+def test_sdk_job_lifecycle(kube: KubeClient, crds: None, namespace: str, sdk: TrainingClient,
+                           handlers: list[Background], case: SdkKind) -> None:
+    """create, get, list, wait for Running and Succeeded, pod names, the logs error path (the
+    fake nodes serve no logs), delete: what the SDK's TrainingClient offers for each kind."""
+    name = f"sdk-{case.kind.lower()}"
+    sdk.create_job(case.build(name, namespace), namespace=namespace)
+    runner = drive(kube, handlers, case.kind, name, namespace)
+    sdk.wait_for_job_conditions(name, namespace, job_kind=case.kind,
+                                expected_conditions={"Running"}, wait_timeout=60,
+                                polling_interval=1)
+    assert sorted(sdk.get_job_pod_names(name, namespace)) == [f"{name}-{p}" for p in case.pods]
+    assert sdk.get_job_pod_names(name, namespace, is_master=True) == [
+        f"{name}-{p}" for p in case.master]
+    done = sdk.wait_for_job_conditions(name, namespace, job_kind=case.kind, wait_timeout=60,
+                                       polling_interval=1)
+    assert runner.errors == []
+    assert sdk.is_job_succeeded(name, namespace, job_kind=case.kind)
+    assert done.status.conditions[-1].message == case.message(namespace, name)
+    assert done.status.completion_time is not None
+    replicas = sum(1 for p in case.pods if p.startswith(case.succeeded.lower()))
+    assert done.status.replica_statuses[case.succeeded].succeeded == replicas
+    assert [j.metadata.name for j in sdk.list_jobs(namespace, job_kind=case.kind)] == [name]
+    assert sdk.get_job(name, namespace, job_kind=case.kind).metadata.name == name
+    with pytest.raises(RuntimeError, match="Failed to read logs for pod"):
+        sdk.get_job_logs(name, namespace, job_kind=case.kind)
+    sdk.delete_job(name, namespace, job_kind=case.kind)
+    assert sdk.list_jobs(namespace, job_kind=case.kind) == []

@@ -34,6 +34,12 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
                                                  "watch on other clusters",
     ("autoscaling", "HorizontalPodAutoscaler"): "elastic PyTorchJobs: the HPA carries no "
                                                 "job-name label to select it by",
+    ("scheduling.volcano.sh", "PodGroup"): "optional: config/components/gang-scheduling adds "
+                                           "it to a source where Volcano is installed",
+    ("scheduling.x-k8s.io", "PodGroup"): "optional: config/components/gang-scheduling adds it "
+                                         "to a source where scheduler-plugins is installed",
+    ("trainer.kubeflow.org", "TrainJob"): "queued TrainJobs are admitted by the reconcile "
+                                          "function's resync; no source watches them",
 }
 
 
@@ -74,6 +80,6 @@ def test_known_gaps_are_kinds_a_controller_maps() -> None:
     assert set(KNOWN_GAPS) <= set(mapped_kinds())
 
 
-def test_every_parent_kind_is_watched() -> None:
+def test_every_parent_kind_is_watched_unless_a_known_gap() -> None:
     parents = {(c.parent.group, c.parent.kind) for c in load_controllers()}
-    assert parents <= watched_kinds()
+    assert parents - set(KNOWN_GAPS) <= watched_kinds()

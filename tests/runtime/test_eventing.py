@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.runtime.eventing import (
     adapter_environment,
     guess_plural,
@@ -77,13 +78,42 @@ def test_adapter_environment_of_the_main_source() -> None:
     assert env["K_SINK"] == "http://127.0.0.1:8081/"
     assert (config["mode"], config["allNamespaces"]) == ("Resource", True)
     resources = {r["gvr"]["Resource"]: r for r in config["resources"]}
-    assert set(resources) == {"trainers", "pytorchjobs", "tfjobs", "mpijobs", "mxjobs", "pods",
-                              "services", "jobs", "deployments"}
+    assert set(resources) == {"pods", "services", *(fw.plural for fw in FRAMEWORKS
+                                                     if fw.api_version == "kubeflow.org/v1")}
     assert resources["pods"]["selector"] == "training.kubeflow.org/job-name"
-    assert resources["deployments"]["selector"] == "platform.opendatahub.io/part-of=trainer"
-    assert resources["jobs"]["gvr"] == {"Group": "batch", "Version": "v1", "Resource": "jobs"}
     assert json.loads(env["K_CE_OVERRIDES"]) == {"extensions": {"controller": "odh-training"}}
     assert env["NAMESPACE"] == "opendatahub"
+
+
+# Group versions every cluster serves: a source may add them to its one optional group version.
+BUILT_IN = {"v1", "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1",
+            "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1"}
+
+
+def test_one_optional_group_version_per_source() -> None:
+    """A kind the cluster does not serve stops only its own source's adapter."""
+    sources = load_manifests(EVENTING).apiserver_sources
+    optional = {s["metadata"]["name"]: {r["apiVersion"] for r in s["spec"]["resources"]}
+                - BUILT_IN for s in sources}
+    assert all(len(versions) <= 1 for versions in optional.values()), optional
+    assert set().union(*optional.values()) == {
+        "kubeflow.org/v1", "kubeflow.org/v2beta1", "components.platform.opendatahub.io/v1alpha1"}
+
+
+@pytest.mark.parametrize(("name", "kinds", "all_namespaces"), [
+    pytest.param("odh-training-mpijobs", {"mpijobs", "jobs"}, True, id="mpijobs"),
+    pytest.param("odh-training-trainer", {"trainers", "deployments"}, False, id="trainer"),
+])
+def test_split_sources(name: str, kinds: set[str], all_namespaces: bool) -> None:
+    source = next(s for s in load_manifests(EVENTING).apiserver_sources
+                  if s["metadata"]["name"] == name)
+    config = json.loads(adapter_environment(source, "http://x/")["K_SOURCE_CONFIG"])
+    resources = {r["gvr"]["Resource"]: r for r in config["resources"]}
+    assert set(resources) == kinds
+    assert config["allNamespaces"] is all_namespaces
+    selectors = {r.get("selector") for r in resources.values()} - {None}
+    assert selectors <= {"training.kubeflow.org/job-name",
+                         "platform.opendatahub.io/part-of=trainer"}
 
 
 def test_platform_config_source_watches_its_own_namespace() -> None:

@@ -31,15 +31,17 @@ def write_kubeconfig(path: Path) -> Path:
     return path
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> bool:
+    """Whether the server at ``url`` became ready (``False``: it exited first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert process.poll() is None, "server exited"
+        if process.poll() is not None:
+            return False
         try:
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError):
+                    return True
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # slow: not ready yet
             pass
         time.sleep(0.02)
     raise AssertionError(f"{url} never became ready")
@@ -47,20 +49,29 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float = 30) 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
     env = {**os.environ, "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig")),
            "FUNCTIONS_CONTROLLER_MODULES": "tests.runtime.controllers"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "functions", "serve", "reconcile", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", "2", "--threads", "4"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_ready(f"{base}/health/readiness", process)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    log = tmp_path / "serve.log"
+    # A free port can be taken by a parallel test before the server binds it: then the server
+    # exits saying so, and it is started again on another port.
+    for _ in range(3):
+        port = free_port()
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "functions", "serve", "reconcile", "--host",
+                 "127.0.0.1", "--port", str(port), "--workers", "2", "--threads", "4"],
+                cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            if wait_ready(f"{base}/health/readiness", process):
+                yield base
+                return
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        if "in use" not in log.read_text(errors="replace"):
+            break
+    raise AssertionError(f"the server exited:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 def test_served_function_answers_like_a_broker_expects(served: str) -> None:

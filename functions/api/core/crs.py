@@ -1,21 +1,25 @@
-"""Translation both ways: a :class:`JobRequest` into a job CR, a job CR into a :class:`JobView`.
+"""Translation both ways: a request into a job CR, a job CR into a :class:`JobView`.
 
 The CR is the only record of a job. Building it puts everything the queue needs on it
 (suspended, queue labels, priority and submission-time annotations); reading it back derives
 the state, replica counts and queue fields from spec, labels, annotations and status alone.
+Where the kubeflow.org kinds and the Trainer's TrainJob differ in shape (replicas, log pods),
+the :data:`SHAPES` table says how each reads back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from functions.api.core import queue
+from functions.api.core import kinds, queue, trainjobs
 from functions.api.core.models import (
     FRAMEWORKS,
     NAME_BY_KIND,
     Admission,
+    AnyJobRequest,
     ConditionView,
     EventView,
     JobRequest,
@@ -23,6 +27,7 @@ from functions.api.core.models import (
     QueueView,
     ReplicaCounts,
     State,
+    TrainJobRequest,
 )
 from functions.jobs.core.frameworks import (
     BY_KIND,
@@ -39,10 +44,10 @@ SUBMITTED_BY_LIMIT = 253
 def replica_layout(request: JobRequest) -> list[tuple[str, int, bool]]:
     """(replica type, replicas, gets GPUs and the command) per framework, for ``workers``."""
     n = request.workers
-    if request.framework == "pytorch":
+    if request.framework in ("pytorch", "xgboost"):
         layout = [("Master", 1, True)]
         return layout + ([("Worker", n - 1, True)] if n > 1 else [])
-    if request.framework == "tensorflow":
+    if request.framework in ("tensorflow", "paddle", "jax"):
         return [("Worker", n, True)]
     if request.framework == "mxnet":
         return [("Scheduler", 1, False), ("Server", 1, False), ("Worker", n, True)]
@@ -74,10 +79,9 @@ def _container(request: JobRequest, replica_type: str, trains: bool) -> Obj:
     return container
 
 
-def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
-              kueue: bool) -> Obj:
-    """The CR for ``request``: created suspended, labelled for this queue or for Kueue."""
-    fw = FRAMEWORKS[request.framework]
+def queue_metadata(request: AnyJobRequest, now: datetime, user: str, kueue: bool) -> Obj:
+    """Labels and annotations of a new job: for this queue or for Kueue, priority, who and
+    when."""
     labels = dict(request.labels)
     if kueue and request.queue:
         labels[queue.LABEL_KUEUE_QUEUE] = request.queue
@@ -87,6 +91,16 @@ def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
     annotations = {queue.ANNOTATION_PRIORITY: str(request.priority),
                    queue.ANNOTATION_SUBMITTED_AT: queue.timestamp(now),
                    queue.ANNOTATION_SUBMITTED_BY: user[:SUBMITTED_BY_LIMIT]}
+    return {"labels": labels, "annotations": annotations}
+
+
+def build_job(request: AnyJobRequest, namespace: str, now: datetime, user: str,
+              kueue: bool) -> Obj:
+    """The CR for ``request``: created suspended, labelled for this queue or for Kueue."""
+    metadata = queue_metadata(request, now, user, kueue)
+    if isinstance(request, TrainJobRequest):
+        return trainjobs.build(request, namespace, metadata)
+    fw = FRAMEWORKS[request.framework]
     specs: Obj = {}
     for replica_type, replicas, trains in replica_layout(request):
         template: Obj = {"spec": {"containers": [_container(request, replica_type, trains)]}}
@@ -99,35 +113,30 @@ def build_job(request: JobRequest, namespace: str, now: datetime, user: str,
     if request.framework == "mxnet":
         spec["jobMode"] = "MXTrain"
     return {"apiVersion": fw.api_version, "kind": fw.kind,
-            "metadata": {"name": request.name, "namespace": namespace,
-                         "labels": labels, "annotations": annotations},
+            "metadata": {"name": request.name, "namespace": namespace, **metadata},
             "spec": spec}
 
 
-def _true(conditions: list[Obj], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
-
-
 def state_of(cr: Obj) -> State:
-    """One word for where the job is, from its conditions and ``runPolicy.suspend``."""
-    conditions = list((cr.get("status") or {}).get("conditions") or [])
-    if _true(conditions, "Succeeded"):
+    """One word for where the job is, from its conditions (a TrainJob's ``Complete`` is
+    ``Succeeded``; it runs while a child Job is active) and its ``suspend``."""
+    if kinds.succeeded(cr):
         return "Succeeded"
-    if _true(conditions, "Failed"):
+    if kinds.failed(cr):
         return "Failed"
-    if queue.suspended(cr):
+    if kinds.suspended(cr):
         labels = (cr.get("metadata") or {}).get("labels") or {}
         waiting = (labels.get(queue.LABEL_QUEUE_STATE) is not None
                    or labels.get(queue.LABEL_KUEUE_QUEUE) is not None)
         return "Queued" if waiting else "Suspended"
-    if _true(conditions, "Restarting"):
+    if kinds.condition_true(cr, "Restarting"):
         return "Restarting"
-    if _true(conditions, "Running"):
+    if kinds.condition_true(cr, "Running") or trainjobs.running(cr):
         return "Running"
     return "Pending"
 
 
-def _replicas(cr: Obj) -> dict[str, ReplicaCounts]:
+def _v1_replicas(cr: Obj) -> dict[str, ReplicaCounts]:
     fw = BY_KIND.get(str(cr.get("kind")))
     spec = cr.get("spec") or {}
     specs = spec.get(fw.specs_field) if fw else None
@@ -180,7 +189,7 @@ def job_view(cr: Obj, position: int | None = None) -> JobView:
                                   message=str(c.get("message") or ""),
                                   last_transition_time=c.get("lastTransitionTime"))
                     for c in status.get("conditions") or []],
-        replicas=_replicas(cr), created_at=meta.get("creationTimestamp"),
+        replicas=_shape(cr).replicas(cr), created_at=meta.get("creationTimestamp"),
         start_time=status.get("startTime"), completion_time=status.get("completionTime"),
         queue=_queue_view(cr, position if state == "Queued" else None),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()})
@@ -208,8 +217,8 @@ def event_view(event: Obj) -> EventView:
                      last_timestamp=event.get("lastTimestamp") or event.get("eventTime"))
 
 
-def primary_replica(cr: Obj) -> str:
-    """The replica whose logs tell the job's story: master, chief, launcher or worker 0."""
+def _v1_primary_replica(cr: Obj) -> str:
+    """Master, chief, launcher or worker: the replica whose logs tell the job's story."""
     fw = BY_KIND[str(cr.get("kind"))]
     specs = (cr.get("spec") or {}).get(fw.specs_field) or {}
     present = {t.lower() for t in specs}
@@ -219,8 +228,7 @@ def primary_replica(cr: Obj) -> str:
     return next(iter(sorted(present)), "worker")
 
 
-def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
-    """The label selector of the pod(s) holding the logs of ``replica`` ``index``."""
+def _v1_log_pod_selector(cr: Obj, replica: str, index: int) -> str:
     meta = cr.get("metadata") or {}
     selector = f"{LABEL_JOB_NAME}={meta.get('name')}"
     if cr.get("kind") == "MPIJob" and replica == "launcher":
@@ -228,12 +236,45 @@ def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
     return f"{selector},{LABEL_REPLICA_TYPE}={replica},{LABEL_REPLICA_INDEX}={index}"
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How the CR of one API reads back: its replicas, and where the logs of a replica are."""
+
+    replicas: Callable[[Obj], dict[str, ReplicaCounts]]
+    primary_replica: Callable[[Obj], str]
+    log_pod_selector: Callable[[Obj, str, int], str]
+    container: Callable[[Obj], str]  # the container whose log is wanted
+
+
+V1_SHAPE = Shape(_v1_replicas, _v1_primary_replica, _v1_log_pod_selector,
+                 lambda cr: BY_KIND[str(cr.get("kind"))].default_container)
+SHAPES: dict[str, Shape] = {
+    kinds.TRAINJOB_KIND: Shape(trainjobs.child_jobs, lambda _: trainjobs.TRAINER_REPLICA,
+                               trainjobs.log_pod_selector, lambda _: trainjobs.TRAINER_REPLICA),
+}
+
+
+def _shape(cr: Obj) -> Shape:
+    return SHAPES.get(str(cr.get("kind")), V1_SHAPE)
+
+
+def primary_replica(cr: Obj) -> str:
+    """The replica whose logs tell the job's story: master, chief, launcher or worker 0 (a
+    TrainJob's trainer nodes)."""
+    return _shape(cr).primary_replica(cr)
+
+
+def log_pod_selector(cr: Obj, replica: str, index: int) -> str:
+    """The label selector of the pod(s) holding the logs of ``replica`` ``index``."""
+    return _shape(cr).log_pod_selector(cr, replica, index)
+
+
 def log_container(cr: Obj, pod: Obj) -> str:
-    """The framework's container when the pod has it, else its first container."""
-    fw = BY_KIND[str(cr.get("kind"))]
+    """The job's own container when the pod has it, else its first container."""
+    wanted = _shape(cr).container(cr)
     names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
-    if fw.default_container in names or not names:
-        return fw.default_container
+    if wanted in names or not names:
+        return wanted
     return names[0]
 
 

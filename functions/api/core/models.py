@@ -13,12 +13,17 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
-from functions.jobs.core.frameworks import MPI, MXNET, PYTORCH, TENSORFLOW, Framework
+from functions.jobs.core.frameworks import FRAMEWORKS as JOB_FRAMEWORKS
+from functions.jobs.core.frameworks import Framework
 
-FrameworkName = Literal["pytorch", "tensorflow", "mpi", "mxnet"]
-FRAMEWORKS: dict[str, Framework] = {
-    "pytorch": PYTORCH, "tensorflow": TENSORFLOW, "mpi": MPI, "mxnet": MXNET}
-NAME_BY_KIND: dict[str, str] = {fw.kind: name for name, fw in FRAMEWORKS.items()}
+FrameworkName = Literal["pytorch", "tensorflow", "mpi", "mxnet", "xgboost", "paddle", "jax"]
+# Request names are upstream's framework names (the ``framework`` label of its metrics).
+FRAMEWORKS: dict[str, Framework] = {fw.name: fw for fw in JOB_FRAMEWORKS}
+TRAINJOB = "trainjob"
+# The job kind each ``framework`` value creates (a TrainJob's framework is its runtime's).
+KIND_BY_FRAMEWORK: dict[str, str] = {
+    **{name: fw.kind for name, fw in FRAMEWORKS.items()}, TRAINJOB: "TrainJob"}
+NAME_BY_KIND: dict[str, str] = {kind: name for name, kind in KIND_BY_FRAMEWORK.items()}
 
 Admission = Literal["queue", "kueue", "none"]
 State = Literal["Queued", "Suspended", "Pending", "Running", "Restarting", "Succeeded",
@@ -46,6 +51,8 @@ LabelValue = Annotated[str, StringConstraints(
     max_length=63, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")]
 QueueName = Annotated[str, StringConstraints(
     min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")]
+RuntimeName = Annotated[str, StringConstraints(
+    min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
 
 
 class _Wire(BaseModel):
@@ -53,7 +60,7 @@ class _Wire(BaseModel):
 
 
 class ResourceRequest(_Wire):
-    """What each worker asks for; GPUs are ``nvidia.com/gpu``."""
+    """What each worker (each node of a TrainJob) asks for; GPUs are ``nvidia.com/gpu``."""
 
     model_config = ConfigDict(extra="forbid", title="Resources")
 
@@ -62,20 +69,15 @@ class ResourceRequest(_Wire):
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs per worker")
 
 
-class JobRequest(_Wire):
-    """A training job as a platform describes it."""
-
-    model_config = ConfigDict(extra="forbid", title="JobRequest")
+class _JobFields(_Wire):
+    """What every job request has, whatever kind of job it creates."""
 
     name: JobName = Field(description="job name, unique in the namespace")
-    framework: FrameworkName
     image: str = Field(min_length=1, max_length=512, pattern=r"^[^\s]+$",
                        description="container image of every replica")
     command: list[Argument] = Field(default_factory=list, max_length=64)
     args: list[Argument] = Field(default_factory=list, max_length=256)
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=64)
-    workers: int = Field(default=1, ge=1, le=256, description=(
-        "number of training processes: PyTorch master + workers, TF/MXNet/MPI workers"))
     resources: ResourceRequest = Field(default_factory=lambda: ResourceRequest())
     priority: int = Field(default=0, ge=-1000, le=1000, description=(
         "higher is admitted first; FIFO among equals. Above 0 only up to the maximum the "
@@ -83,7 +85,7 @@ class JobRequest(_Wire):
     queue: QueueName | None = Field(default=None, description=(
         "queue name; with Kueue installed the job is left to that LocalQueue"))
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=16, description=(
-        "extra labels for the job and its pods"))
+        "extra labels for the job (and the pods of the kubeflow.org kinds)"))
 
     @field_validator("labels")
     @classmethod
@@ -92,6 +94,46 @@ class JobRequest(_Wire):
             if reserved_label(key):
                 raise ValueError(f"label {key!r} uses a prefix this service manages")
         return labels
+
+
+class JobRequest(_JobFields):
+    """A Kubeflow v1 training job (PyTorchJob, TFJob, MPIJob, MXJob) as a platform
+    describes it."""
+
+    model_config = ConfigDict(extra="forbid", title="JobRequest")
+
+    framework: FrameworkName
+    workers: int = Field(default=1, ge=1, le=256, description=(
+        "number of training processes: PyTorch master + workers, TF/MXNet/MPI workers"))
+
+
+class TrainJobRequest(_JobFields):
+    """A Kubeflow Trainer v2 TrainJob on a ClusterTrainingRuntime: chosen by ``framework:
+    trainjob``, or by giving ``runtime`` without a framework."""
+
+    model_config = ConfigDict(extra="forbid", title="TrainJobRequest")
+
+    framework: Literal["trainjob"] = "trainjob"
+    runtime: RuntimeName = Field(description=(
+        "name of the ClusterTrainingRuntime to run on, e.g. torch-distributed"))
+    num_nodes: int = Field(default=1, ge=1, le=256, description="number of training nodes")
+
+
+AnyJobRequest = JobRequest | TrainJobRequest
+
+
+def request_model(data: object) -> type[JobRequest] | type[TrainJobRequest]:
+    """The model a request body is read with: a TrainJob for ``framework: trainjob``, or a
+    ``runtime`` without a framework; a v1 job otherwise."""
+    if isinstance(data, dict) and (data.get("framework") == TRAINJOB or (
+            "framework" not in data and "runtime" in data)):
+        return TrainJobRequest
+    return JobRequest
+
+
+def parse_request(data: object) -> AnyJobRequest:
+    """The request in ``data`` (raises pydantic's ``ValidationError``)."""
+    return request_model(data).model_validate(data)
 
 
 def reserved_label(key: str) -> bool:

@@ -20,6 +20,7 @@ from functions.api.core.models import (
     JobView,
     Problem,
     State,
+    TrainJobRequest,
 )
 from functions.api.core.problems import PROBLEM_JSON
 
@@ -103,7 +104,8 @@ def _path_parameter(name: str, pattern: str, max_length: int) -> dict[str, Any]:
 
 def document(version: str = "0.1.0") -> dict[str, Any]:
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (JobRequest, "validation"), (JobView, "serialization"), (JobList, "serialization"),
+        (JobRequest, "validation"), (TrainJobRequest, "validation"),
+        (JobView, "serialization"), (JobList, "serialization"),
         (EventList, "serialization"), (Problem, "serialization")]
     _, defs = models_json_schema(models, by_alias=True, ref_template=REF)
     schemas = dict(defs.get("$defs", {}))
@@ -114,9 +116,12 @@ def document(version: str = "0.1.0") -> dict[str, Any]:
         API_PREFIX: {
             "parameters": [namespace],
             "post": {
-                "operationId": "createJob", "summary": "submit a training job (queued)",
+                "operationId": "createJob", "summary": (
+                    "submit a training job (queued): a kubeflow.org job, or a TrainJob "
+                    "(framework trainjob, or a runtime without a framework)"),
                 "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": REF.format(model="JobRequest")}}}},
+                    "schema": {"oneOf": [{"$ref": REF.format(model="JobRequest")},
+                                         {"$ref": REF.format(model="TrainJobRequest")}]}}}},
                 "responses": {"201": _json("JobView", "created, suspended until admitted"),
                               **_problem_responses(400, 409, 413, 415, 422, *common)}},
             "get": {

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from functions.api.core import kinds
 from functions.api.core.policy import PriorityPolicy
 
 LABEL_QUEUE_STATE = "training.opendatahub.io/queue-state"
@@ -105,18 +106,12 @@ def order_key(entry: Entry) -> tuple[int, str, str, str]:
     return (-entry.priority, entry.submitted_at, entry.namespace, entry.name)
 
 
-def _true(status: Obj, type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True"
-               for c in status.get("conditions") or [])
-
-
 def finished(cr: Obj) -> bool:
-    status = cr.get("status") or {}
-    return _true(status, "Succeeded") or _true(status, "Failed")
+    return kinds.finished(cr)
 
 
 def suspended(cr: Obj) -> bool:
-    return bool(((cr.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+    return kinds.suspended(cr)
 
 
 def priority_of(cr: Obj) -> int:
@@ -127,10 +122,27 @@ def priority_of(cr: Obj) -> int:
         return 0
 
 
+def _gpus(resources: Obj) -> int:
+    """The GPU limit (or request) of one container's or node's ``resources``."""
+    amount = ((resources.get("limits") or {}).get(GPU_RESOURCE)
+              or (resources.get("requests") or {}).get(GPU_RESOURCE) or 0)
+    try:
+        return int(amount)
+    except (TypeError, ValueError):
+        return 0
+
+
 def requested_gpus(cr: Obj) -> int:
-    """GPUs of every replica of the job: replicas x container GPU limits (or requests)."""
+    """GPUs of every replica of the job: replicas x container GPU limits (or requests); for a
+    TrainJob, ``trainer.numNodes`` (1 when unset) x ``trainer.resourcesPerNode``."""
     spec = cr.get("spec") or {}
+    trainer = spec.get("trainer")
     total = 0
+    if isinstance(trainer, dict):
+        nodes = trainer.get("numNodes", 1)
+        per_node = trainer.get("resourcesPerNode")
+        if isinstance(nodes, int) and nodes > 0 and isinstance(per_node, dict):
+            total += nodes * _gpus(per_node)
     for key, replica_specs in spec.items():
         if not key.endswith("ReplicaSpecs") or not isinstance(replica_specs, dict):
             continue
@@ -142,13 +154,7 @@ def requested_gpus(cr: Obj) -> int:
             template_spec = (replica.get("template") or {}).get("spec") or {}
             per_pod = 0
             for container in template_spec.get("containers") or []:
-                resources = container.get("resources") or {}
-                amount = ((resources.get("limits") or {}).get(GPU_RESOURCE)
-                          or (resources.get("requests") or {}).get(GPU_RESOURCE) or 0)
-                try:
-                    per_pod += int(amount)
-                except (TypeError, ValueError):
-                    continue
+                per_pod += _gpus(container.get("resources") or {})
             if isinstance(replicas, int) and replicas > 0:
                 total += replicas * per_pod
     return total
@@ -237,7 +243,7 @@ def admission_patch(entry: Entry, now: datetime) -> Obj:
                  "annotations": {ANNOTATION_ADMITTED_AT: timestamp(now)}}
     if entry.resource_version:
         meta["resourceVersion"] = entry.resource_version
-    return {"metadata": meta, "spec": {"runPolicy": {"suspend": False}}}
+    return {"metadata": meta, "spec": kinds.suspend_patch(entry.kind, False)}
 
 
 def relabel_patch(entry: Entry) -> Obj:

@@ -1,16 +1,19 @@
 """Framework environment variables: how each replica learns its rank and finds its peers.
 
 Training code reads these (``torchrun`` reads ``PET_*``, TensorFlow reads ``TF_CONFIG``, MXNet
-reads ``DMLC_*``); the formulas and their order match upstream so unchanged images run.
+reads ``DMLC_*``, XGBoost's Rabit tracker ``MASTER_*``/``WORKER_*``, ``paddle.distributed.launch``
+``PADDLE_*``, ``jax.distributed.initialize`` ``COORDINATOR_*``); the formulas and their order
+match upstream so unchanged images run.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from functions.jobs.core.defaults import port_of
-from functions.jobs.core.frameworks import MXNET, PYTORCH, TENSORFLOW
+from functions.jobs.core.frameworks import JAX, MXNET, PADDLE, PYTORCH, TENSORFLOW, XGBOOST
 from functions.jobs.core.model import Job, Obj
 
 if TYPE_CHECKING:
@@ -26,21 +29,20 @@ def _var(name: str, value: str) -> Obj:
 def inject(job: Job, replica_type: str, index: int, pod_spec: Obj, settings: Settings) -> None:
     """Append the framework's variables to the containers of ``pod_spec`` (in place)."""
     containers = pod_spec.get("containers") or []
-    if job.framework == PYTORCH:
-        extra = pytorch_env(job, replica_type, index)
-        for container in containers:
-            container["env"] = [*(container.get("env") or []), *extra]
-    elif job.framework == TENSORFLOW:
+    if job.framework == TENSORFLOW:
         if not is_distributed_tf(job):
             return
         config = tf_config(job, replica_type, index, settings.cluster_domain)
         for container in containers:
             if container.get("name") == job.framework.default_container:
                 container["env"] = [*(container.get("env") or []), _var("TF_CONFIG", config)]
-    elif job.framework == MXNET:
-        extra = mxnet_env(job, replica_type, index)
-        for container in containers:
-            container["env"] = [*(container.get("env") or []), *extra]
+        return
+    variables = ALL_CONTAINERS_ENV.get(job.kind)
+    if variables is None:
+        return
+    extra = variables(job, replica_type, index)
+    for container in containers:
+        container["env"] = [*(container.get("env") or []), *extra]
 
 
 # -- PyTorch ------------------------------------------------------------------------------------
@@ -167,3 +169,63 @@ def mxnet_env(job: Job, replica_type: str, index: int) -> list[Obj]:
     if replica_type == "Worker":
         out.append(_var("DMLC_WORKER_ID", str(index)))
     return out
+
+
+# -- XGBoost ------------------------------------------------------------------------------------
+
+def xgboost_env(job: Job, replica_type: str, index: int) -> list[Obj]:
+    """The Rabit tracker (and LightGBM) contract: the master's address, a rank that numbers
+    workers after the master, and the workers' addresses when there is more than one pod."""
+    total = job.total_replicas
+    rank = index + (job.replicas("Master") if replica_type == "Worker" else 0)
+    out = [_var("MASTER_PORT", str(port_of(job, "Master"))),
+           _var("MASTER_ADDR", f"{job.name}-master-0"),
+           _var("WORLD_SIZE", str(total)), _var("RANK", str(rank)),
+           _var("PYTHONUNBUFFERED", "1")]
+    if total > 1:
+        out += [_var("WORKER_PORT", str(port_of(job, "Worker"))),
+                _var("WORKER_ADDRS", ",".join(f"{job.name}-worker-{i}"
+                                              for i in range(total - 1)))]
+    return out
+
+
+# -- PaddlePaddle -------------------------------------------------------------------------------
+
+def paddle_env(job: Job, replica_type: str, index: int) -> list[Obj]:
+    """``paddle.distributed.launch`` rendezvous: Master 0 (parameter-server mode) or Worker 0
+    (collective mode, no Master) is the endpoint; that pod announces its own IP through a
+    field reference, the others its Service name."""
+    out = [_var("PYTHONUNBUFFERED", "1"), _var("PADDLE_JOB_ID", job.name),
+           _var("PADDLE_NNODES", str(job.total_replicas))]
+    ps_mode = "Master" in job.replica_specs
+    endpoint_type = "Master" if ps_mode else "Worker"
+    port = port_of(job, endpoint_type)
+    if index == 0 and replica_type == endpoint_type:
+        out += [{"name": "POD_IP_DUMMY",
+                 "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                _var("PADDLE_MASTER", f"$(POD_IP_DUMMY):{port}")]
+    else:
+        out.append(_var("PADDLE_MASTER", f"{job.name}-{endpoint_type.lower()}-0:{port}"))
+    if ps_mode:
+        out.append(_var("PADDLE_SERVER_NUM" if replica_type == "Master"
+                        else "PADDLE_TRAINER_NUM", "1"))
+    return out
+
+
+# -- JAX ----------------------------------------------------------------------------------------
+
+def jax_env(job: Job, replica_type: str, index: int) -> list[Obj]:
+    """``jax.distributed.initialize``: worker 0 is the coordinator; each process its index."""
+    return [_var("PYTHONUNBUFFERED", "1"),
+            _var("COORDINATOR_PORT", str(port_of(job, "Worker"))),
+            _var("COORDINATOR_ADDRESS", f"{job.name}-worker-0"),
+            _var("NUM_PROCESSES", str(job.total_replicas)),
+            _var("PROCESS_ID", str(index))]
+
+
+# The kinds whose variables go to every container of a pod (TFJob's TF_CONFIG goes to its
+# default container only, and MPIJob's environment is built by functions.jobs.core.mpi).
+ALL_CONTAINERS_ENV: dict[str, Callable[[Job, str, int], list[Obj]]] = {
+    PYTORCH.kind: pytorch_env, MXNET.kind: mxnet_env, XGBOOST.kind: xgboost_env,
+    PADDLE.kind: paddle_env, JAX.kind: jax_env,
+}

@@ -199,6 +199,34 @@ class Job(BaseModel):
         return bool(manager) and manager != self.framework.own_manager
 
 
+def reparse_job(earlier: Job, obj: Obj) -> Job:
+    """``obj`` parsed, given ``earlier``, parsed from a version of the same object with the
+    same spec (its ``metadata.generation``): the spec parts are shared with ``earlier``
+    (parsed jobs are never modified) and only the metadata and the status are read. Defaulting
+    reads and writes nothing but the spec parts, so a defaulted copy made of ``earlier`` is
+    carried over the same way. Status writes change a job's version many times per
+    generation; this spares each of them a spec parse and a defaulting deep copy."""
+    meta = obj.get("metadata") or {}
+    fresh = {
+        "name": str(meta.get("name", "")),
+        "namespace": str(meta.get("namespace") or ""),
+        "uid": str(meta.get("uid", "")),
+        "labels": dict(meta.get("labels") or {}),
+        "annotations": dict(meta.get("annotations") or {}),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "status": JobStatus.model_validate(obj.get("status") or {}),
+    }
+    out = earlier.model_copy(update=fresh)
+    out._defaulted = None
+    out._is_defaulted = earlier._is_defaulted
+    if earlier._defaulted is not None:
+        defaulted = earlier._defaulted.model_copy(update=fresh)
+        defaulted._defaulted = None
+        defaulted._is_defaulted = True
+        out._defaulted = defaulted
+    return out
+
+
 def parse_job(obj: Obj) -> Job:
     """Read a job CR (any of the four kinds) into a :class:`Job`; keys keep the user's case."""
     framework = BY_KIND[str(obj.get("kind"))]

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from functions.jobs.core.frameworks import LABEL_JOB_NAME, LABEL_JOB_ROLE, LABEL_OPERATOR
 from functions.jobs.core.frameworks import LABEL_REPLICA_INDEX as LABEL_INDEX
 from functions.jobs.core.model import Job, Obj
-from functions.jobs.core.objects import owner_reference, pod_restart_policy
+from functions.jobs.core.objects import (
+    PLUGINS_POD_GROUP_LABEL,
+    VOLCANO,
+    VOLCANO_GROUP_ANNOTATION,
+    Settings,
+    owner_reference,
+    pod_restart_policy,
+)
 
 CONFIG_MOUNT = "/etc/mpi"
 SSH_VOLUME = "ssh-auth"
@@ -119,7 +126,23 @@ def _ssh_volume(job: Job, pod_spec: Obj) -> None:
                             {"name": SSH_VOLUME, "mountPath": job.spec.ssh_auth_mount_path}]
 
 
-def _pod_template(job: Job, replica_type: str, name: str, labels: dict[str, str]) -> Obj:
+def _gang(job: Job, template: Obj, settings: Settings) -> None:
+    """mpi-operator's decoration for a gang scheduler: its schedulerName (set over the
+    template's), and the PodGroup named by annotation (Volcano) or label (scheduler-plugins)."""
+    if not settings.gang_scheduler:
+        return
+    meta = template["metadata"]
+    if settings.gang_scheduler == VOLCANO:
+        template["spec"]["schedulerName"] = VOLCANO
+        meta["annotations"] = {**(meta.get("annotations") or {}),
+                               VOLCANO_GROUP_ANNOTATION: job.name}
+    else:
+        template["spec"]["schedulerName"] = settings.gang_scheduler_name
+        meta["labels"] = {**meta["labels"], PLUGINS_POD_GROUP_LABEL: job.name}
+
+
+def _pod_template(job: Job, replica_type: str, name: str, labels: dict[str, str],
+                  settings: Settings) -> Obj:
     spec = job.replica_specs[replica_type]
     template = copy.deepcopy(spec.template)
     meta = dict(template.get("metadata") or {})
@@ -132,14 +155,16 @@ def _pod_template(job: Job, replica_type: str, name: str, labels: dict[str, str]
         pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     pod_spec["restartPolicy"] = pod_restart_policy(spec.restart_policy or "Never")
     _ssh_volume(job, pod_spec)
-    return {"metadata": meta, "spec": pod_spec}
+    template = {"metadata": meta, "spec": pod_spec}
+    _gang(job, template, settings)
+    return template
 
 
-def worker_pod(job: Job, index: int) -> Obj:
+def worker_pod(job: Job, index: int, settings: Settings) -> Obj:
     name = worker_name(job, index)
     labels = role_labels(job, "worker")
     labels[LABEL_INDEX] = str(index + 1 if job.spec.run_launcher_as_worker else index)
-    template = _pod_template(job, "Worker", name, labels)
+    template = _pod_template(job, "Worker", name, labels, settings)
     main = template["spec"]["containers"][0]
     if not main.get("command") and not main.get("args"):
         main["command"] = list(WORKER_COMMAND)
@@ -172,9 +197,9 @@ def _launcher_env(job: Job) -> list[Obj]:
     return env
 
 
-def launcher_job(job: Job) -> Obj:
+def launcher_job(job: Job, settings: Settings) -> Obj:
     name = launcher_name(job)
-    template = _pod_template(job, "Launcher", name, role_labels(job, "launcher"))
+    template = _pod_template(job, "Launcher", name, role_labels(job, "launcher"), settings)
     pod_spec = template["spec"]
     main = pod_spec["containers"][0]
     main["env"] = [*(main.get("env") or []), *_launcher_env(job)]

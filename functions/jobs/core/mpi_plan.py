@@ -52,8 +52,10 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
             keep_finished and phase(w) in ("Succeeded", "Failed"))]
         if observed.podgroup is not None:
             plan.deletes.append(observed.podgroup)
-        if observed.launcher is not None and not (observed.launcher.get("spec") or {}).get(
-                "suspend"):
+        # As mpi-operator: a job created suspended still gets its launcher Job, suspended.
+        if observed.launcher is None:
+            plan.creates.append(mpi.launcher_job(job, settings))
+        elif not (observed.launcher.get("spec") or {}).get("suspend"):
             plan.applies.append(_suspend_patch(job, True))
         return plan
     if settings.gang_scheduler and observed.podgroup_supported:
@@ -71,30 +73,51 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
         plan.applies.append(config)
     if observed.secret is None and isinstance(ssh_keys, mpi.SSHKeys):
         plan.creates.append(mpi.ssh_secret(job, ssh_keys))
-    _workers(plan, job, workers)
-    _launcher(plan, job, observed, workers)
+    _workers(plan, job, workers, settings)
+    _launcher(plan, job, observed, workers, settings)
     return plan
 
 
-def _workers(plan: Plan, job: Job, workers: list[Obj]) -> None:
+def _workers(plan: Plan, job: Job, workers: list[Obj], settings: Settings) -> None:
     replicas = job.replicas("Worker")
     present = sort_pods(plan, workers, replicas, restarts_due(job, workers),
                         lambda pod: _worker_index(job, pod))
-    plan.creates += [mpi.worker_pod(job, i) for i in range(replicas) if i not in present]
+    plan.creates += [mpi.worker_pod(job, i, settings) for i in range(replicas)
+                     if i not in present]
 
 
-def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj]) -> None:
+def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
+              settings: Settings) -> None:
     launcher = observed.launcher
     if launcher is None:
         all_ready = len(workers) == job.replicas("Worker") and all(_ready(w) for w in workers)
         if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
-            plan.creates.append(mpi.launcher_job(job))
+            plan.creates.append(mpi.launcher_job(job, settings))
         return
     if (launcher.get("spec") or {}).get("suspend"):
-        plan.applies.append(_suspend_patch(job, False))
+        plan.applies.append(_resume_patch(job, settings))
 
 
 def _suspend_patch(job: Job, suspend: bool) -> Obj:
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": mpi.launcher_name(job), "namespace": job.namespace},
             "spec": {"suspend": suspend}}
+
+
+# What of a suspended launcher Job's pod template may change (Kubernetes allows these on a
+# suspended Job that has not started) and what mpi-operator copies from the MPIJob on resume.
+SCHEDULING_DIRECTIVES = ("nodeSelector", "tolerations", "schedulingGates")
+
+
+def _resume_patch(job: Job, settings: Settings) -> Obj:
+    """Un-suspend the launcher Job with the scheduling directives, labels and annotations of
+    the MPIJob's launcher template as they are now: a queue such as Kueue sets them on the
+    MPIJob while admitting it, after the launcher Job was made."""
+    desired = mpi.launcher_job(job, settings)["spec"]["template"]
+    meta = desired["metadata"]
+    template: Obj = {
+        "metadata": {k: meta[k] for k in ("labels", "annotations") if meta.get(k)},
+        "spec": {k: desired["spec"][k] for k in SCHEDULING_DIRECTIVES if k in desired["spec"]}}
+    patch = _suspend_patch(job, False)
+    patch["spec"]["template"] = template
+    return patch

@@ -1,4 +1,4 @@
-"""Desired pods and headless services of the v1 kinds (PyTorchJob, TFJob, MXJob).
+"""Desired pods and headless services of the ``kubeflow.org/v1`` kinds.
 
 Names, labels, owner references and the pod spec follow upstream exactly, because users, the
 Kubeflow SDK and dashboards find a job's pods by these labels and reach peers by these names.
@@ -17,9 +17,7 @@ from functions.jobs.core.frameworks import (
     LABEL_OPERATOR,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
-    MXNET,
     PYTORCH,
-    TENSORFLOW,
 )
 from functions.jobs.core.model import Job, Obj
 
@@ -50,6 +48,16 @@ class Notice:
     message: str
 
 
+def resource_exists(job: Obj, obj: Obj) -> Notice:
+    """The Event when a child's name is taken by an object the job does not control (the
+    job never adopts or overwrites it; upstream's ``ErrResourceExists``)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    job_name = (job.get("metadata") or {}).get("name", "")
+    return Notice("Warning", "ErrResourceExists",
+                  f'Resource "{name}" of Kind "{obj.get("kind", "")}" already exists and is '
+                  f'not managed by {job.get("kind", "")} {job_name}')
+
+
 def object_name(job_name: str, replica_type: str, index: int) -> str:
     """``<job>-<lowercase type>-<index>``; ``/`` becomes ``-``."""
     return f"{job_name}-{replica_type.lower()}-{index}".replace("/", "-")
@@ -78,17 +86,14 @@ def owner_reference(job: Job) -> Obj:
 
 
 def is_master_role(job: Job, replica_type: str, index: int) -> bool:
-    types = job.replica_specs
-    if job.framework == PYTORCH:
-        return replica_type == "Master" if "Master" in types else (
-            replica_type == "Worker" and index == 0)
-    if job.framework == TENSORFLOW:
-        if "Chief" in types or "Master" in types:
-            return replica_type in ("Chief", "Master")
-        return replica_type == "Worker" and index == 0
-    if job.framework == MXNET:
-        return replica_type == "Server"
-    return False
+    """The pod that carries ``job-role: master`` (the Kubeflow SDK's ``is_master``): every pod
+    of the first of the framework's master types present in the job, else worker 0 where the
+    framework says so."""
+    fw = job.framework
+    present = [t for t in fw.master_types if t in job.replica_specs]
+    if present:
+        return replica_type in present
+    return fw.worker0_master and replica_type == "Worker" and index == 0
 
 
 def pod_restart_policy(replica_restart_policy: str) -> str:

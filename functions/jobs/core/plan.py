@@ -247,11 +247,14 @@ def gc_plan(observed: Observed | None, orphans: Sequence[Obj], now: datetime) ->
     if job.managed_externally or job.deleting or not job.status.finished:
         return plan
     policy = job.run_policy.clean_pod_policy
+    # mpi-operator cleans up workers only: the launcher pod, and with it the training log,
+    # stays until its Job's TTL.
+    pods = workers_of(observed)[0] if job.framework == MPI else observed.pods
     doomed: list[Obj] = []
     if policy == "All":
-        doomed = list(observed.pods)
+        doomed = list(pods)
     elif policy == "Running":
-        doomed = [p for p in observed.pods if phase(p) in ("Running", "Pending")]
+        doomed = [p for p in pods if phase(p) in ("Running", "Pending")]
     doomed_names = {name_of(p) for p in doomed}
     plan.deletes += [p for p in doomed if not terminating(p)]
     if job.framework != MPI:

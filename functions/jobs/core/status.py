@@ -1,5 +1,5 @@
-"""The status of a v1 job (PyTorchJob, TFJob, MXJob), derived from the persisted status and
-the observed pods (upstream ``ReconcileJobs`` + per-framework ``UpdateJobStatus``).
+"""The status of a ``kubeflow.org/v1`` job, derived from the persisted status and the observed
+pods (upstream ``ReconcileJobs`` + per-framework ``UpdateJobStatus``).
 
 The status function writes what this returns; the reconcile and gc functions call it too, to
 decide (for instance) that a job has failed before the status function has written it, so the
@@ -8,12 +8,20 @@ three functions always agree on what the observed state means.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from functions.jobs.core import conditions as c
-from functions.jobs.core.frameworks import LABEL_REPLICA_TYPE, MXNET, PYTORCH, TENSORFLOW
+from functions.jobs.core.frameworks import (
+    JAX,
+    LABEL_REPLICA_TYPE,
+    MXNET,
+    PADDLE,
+    PYTORCH,
+    TENSORFLOW,
+    XGBOOST,
+)
 from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
 from functions.jobs.core.objects import Notice, base_labels, selector
 from functions.jobs.core.pods import (
@@ -139,12 +147,12 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
     _pod_failures(b, pods)
     b.status.replica_statuses = count_replicas(job, pods)
     restarting_before = b.status.condition(c.RESTARTING)
-    if fw == PYTORCH:
-        _pytorch_rules(b)
-    elif fw == TENSORFLOW:
+    if fw == TENSORFLOW:
         _tensorflow_rules(b, pods, restarting_before)
-    elif fw == MXNET:
-        _mxnet_rules(b)
+    else:
+        rules = RULES.get(fw.kind)
+        if rules is not None:
+            rules(b)
     if b.status.start_time is None:
         b.status.start_time = c.rfc3339(now)
     return StatusOutcome(b.status, b.notices, _deadline_requeue(job, b.status, now))
@@ -195,9 +203,14 @@ def _pod_failures(b: _Builder, pods: Sequence[Obj]) -> None:
                      "failed.", "Warning")
 
 
-def _pytorch_rules(b: _Builder) -> None:
+def _master_or_workers_rules(b: _Builder) -> None:
+    """PyTorchJob, PaddleJob and JAXJob: the Master drives Running and Succeeded when there is
+    one, else the Workers (all succeeded; an elastic PyTorchJob: any); a failed replica
+    restarts unless its restartPolicy is Never, which fails the job."""
     job = b.job
+    kind = job.kind
     has_master = "Master" in job.replica_specs
+    elastic = job.framework == PYTORCH and job.spec.elastic_policy is not None
     who = job.name if has_master else f"{job.namespace}/{job.name}"
     for rtype in job.ordered_types():
         rs = b.status.replica_statuses[rtype]
@@ -205,19 +218,18 @@ def _pytorch_rules(b: _Builder) -> None:
         expected = replicas - rs.succeeded
         drives = rtype == "Master" if has_master else rtype == "Worker"
         if drives:
-            done = expected == 0 or (not has_master and job.spec.elastic_policy is not None
-                                     and rs.succeeded > 0)
+            done = expected == 0 or (not has_master and elastic and rs.succeeded > 0)
             if has_master and rs.active > 0:
-                b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
+                b.set(c.RUNNING, "True", "Running", f"{kind} {who} is running.")
             if done:
-                text = (f"PyTorchJob {who} is successfully completed." if has_master
-                        else f"PyTorchJob {who} successfully completed.")
+                text = (f"{kind} {who} is successfully completed." if has_master
+                        else f"{kind} {who} successfully completed.")
                 b.finish(c.SUCCEEDED, "Succeeded", text, "Normal")
                 return
             if not has_master and rs.active > 0:
-                b.set(c.RUNNING, "True", "Running", f"PyTorchJob {who} is running.")
+                b.set(c.RUNNING, "True", "Running", f"{kind} {who} is running.")
         if rs.failed > 0 and replicas > rs.succeeded + rs.active:
-            b.replicas_failed("PyTorchJob", rtype, rs.failed,
+            b.replicas_failed(kind, rtype, rs.failed,
                               restart=job.replica_specs[rtype].restart_policy != "Never")
 
 
@@ -280,6 +292,35 @@ def _mxnet_rules(b: _Builder) -> None:
         if rs.failed > 0:
             b.replicas_failed("mxjob", rtype, rs.failed,
                               restart=job.replica_specs[rtype].restart_policy == "ExitCode")
+
+
+def _xgboost_rules(b: _Builder) -> None:
+    """The Master drives Running and Succeeded; any failed replica fails the job unless its
+    restartPolicy is ExitCode (then it restarts). Upstream marks the job Running before either
+    verdict, so a finished XGBoostJob always lists a Running condition (then False)."""
+    job = b.job
+    running = f"XGBoostJob {job.name} is running."
+    for rtype in job.ordered_types():
+        rs = b.status.replica_statuses[rtype]
+        if rtype == "Master":
+            if rs.active > 0:
+                b.set(c.RUNNING, "True", "Running", running)
+            if job.replicas(rtype) - rs.succeeded == 0:
+                b.set(c.RUNNING, "True", "Running", running)
+                b.finish(c.SUCCEEDED, "Succeeded",
+                         f"XGBoostJob {job.name} is successfully completed.", "Normal")
+                return
+        if rs.failed > 0:
+            b.set(c.RUNNING, "True", "Running", running)
+            b.replicas_failed("XGBoostJob", rtype, rs.failed,
+                              restart=job.replica_specs[rtype].restart_policy == "ExitCode")
+
+
+# Each kind's success, running and failure rule (TFJob's needs the pods: it is called apart).
+RULES: dict[str, Callable[[_Builder], None]] = {
+    PYTORCH.kind: _master_or_workers_rules, PADDLE.kind: _master_or_workers_rules,
+    JAX.kind: _master_or_workers_rules, MXNET.kind: _mxnet_rules, XGBOOST.kind: _xgboost_rules,
+}
 
 
 def regresses(persisted: Obj, derived: Obj) -> bool:

@@ -4,7 +4,9 @@ Objects are found by the ``platform.opendatahub.io/part-of=trainer`` label and j
 annotations the apply step stamps: an object from another release, another Trainer generation
 or another Trainer instance is stale. With an empty stamp (Removed, or the Trainer is being
 deleted) every stamped object is stale. Some types are never deleted this way: the operand
-Namespace, CRDs and Leases; runtimes are deleted explicitly beforehand.
+Namespace, CRDs and Leases; runtimes are deleted explicitly beforehand. Nor is an object another
+controller or OLM manages, whatever labels it shares with ours
+(:func:`functions.platform.core.coexistence.managed_elsewhere`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from functions.platform.core.coexistence import managed_elsewhere
 from functions.trainer.core.api import PART_OF_LABEL, PART_OF_VALUE, PLATFORM_CONFIGMAP
 from functions.trainer.core.apply import (
     ANNOTATION_GENERATION,
@@ -104,7 +107,8 @@ def collectable(obj: Mapping[str, Any], stamp: Stamp | None,
     """
     group, kind, _, name = object_id(obj)
     meta = obj.get("metadata") or {}
-    if (group, kind) in UNREMOVABLE or not labelled(obj) or opted_out(obj):
+    if (group, kind) in UNREMOVABLE or not labelled(obj) or opted_out(obj) \
+            or managed_elsewhere(obj):
         return False
     if meta.get("deletionTimestamp") or _controlled(meta):
         return False

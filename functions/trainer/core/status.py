@@ -38,6 +38,8 @@ ERROR_REASON = "Error"
 REMOVED_REASON = "Removed"
 REMOVED_MESSAGE = "Trainer has been removed"
 NOT_READY_REASON = "DeploymentsNotReady"
+# Another controller manages the Trainer (functions/platform/core/coexistence.py).
+CONFLICT_REASON = "ConflictingController"
 
 
 class Mode(StrEnum):
@@ -56,6 +58,12 @@ def provisioned(generation: int) -> Condition:
 def provisioning_failed(generation: int, error: str) -> Condition:
     return Condition(type=PROVISIONING_SUCCEEDED, status="False", reason=ERROR_REASON,
                      message=error, observedGeneration=generation)
+
+
+def conflicting(generation: int, message: str) -> Condition:
+    """Provisioning refused: another controller manages the same objects."""
+    return Condition(type=PROVISIONING_SUCCEEDED, status="False", reason=CONFLICT_REASON,
+                     message=message, observedGeneration=generation)
 
 
 def removed(generation: int) -> Condition:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
 
 from functions.api.core import crs, queue
-from functions.api.core.models import JobRequest
+from functions.api.core.models import FRAMEWORKS, FrameworkName, JobRequest
+from functions.jobs.core.frameworks import FRAMEWORKS as JOB_FRAMEWORKS
 from functions.jobs.core.model import parse_job
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -37,6 +38,9 @@ def request(**fields: Any) -> JobRequest:
     pytest.param("tensorflow", 3, {"Worker": 3}, id="tensorflow-workers"),
     pytest.param("mxnet", 2, {"Scheduler": 1, "Server": 1, "Worker": 2}, id="mxnet"),
     pytest.param("mpi", 2, {"Launcher": 1, "Worker": 2}, id="mpi"),
+    pytest.param("xgboost", 3, {"Master": 1, "Worker": 2}, id="xgboost"),
+    pytest.param("paddle", 2, {"Worker": 2}, id="paddle-collective"),
+    pytest.param("jax", 2, {"Worker": 2}, id="jax"),
 ])
 def test_replica_layout(framework: str, workers: int, expected: dict[str, int]) -> None:
     job = crs.build_job(request(framework=framework, workers=workers), "ns", NOW, "u", False)
@@ -186,3 +190,8 @@ def test_event_views(events: list[Obj], reasons: list[str]) -> None:
 def test_position_in(positions: dict[tuple[str, str, str], int], expected: int | None) -> None:
     cr = {"kind": "PyTorchJob", "metadata": {"namespace": "ns", "name": "job"}}
     assert crs.position_in(cr, positions) == expected
+
+
+def test_every_framework_of_the_table_can_be_requested() -> None:
+    assert set(get_args(FrameworkName)) == set(FRAMEWORKS) == {
+        fw.name for fw in JOB_FRAMEWORKS}

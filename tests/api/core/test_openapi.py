@@ -18,10 +18,19 @@ def test_document_describes_every_operation_and_problem() -> None:
     assert operations == {"createJob", "listJobs", "getJob", "deleteJob", "getJobLogs",
                           "getJobEvents"}
     request = doc["components"]["schemas"]["JobRequest"]
-    assert request["required"] == ["name", "framework", "image"]
+    assert sorted(request["required"]) == ["framework", "image", "name"]
     assert request["properties"]["workers"]["minimum"] == 1
     assert request["properties"]["framework"]["enum"] == ["pytorch", "tensorflow", "mpi",
-                                                          "mxnet"]
+                                                          "mxnet", "xgboost", "paddle", "jax"]
+    trainjob = doc["components"]["schemas"]["TrainJobRequest"]
+    assert sorted(trainjob["required"]) == ["image", "name", "runtime"]
+    assert trainjob["properties"]["framework"]["const"] == "trainjob"
+    assert trainjob["properties"]["numNodes"]["minimum"] == 1
+    assert "workers" not in trainjob["properties"]
+    body = doc["paths"]["/v1/namespaces/{namespace}/jobs"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"]["oneOf"] == [
+        {"$ref": "#/components/schemas/JobRequest"},
+        {"$ref": "#/components/schemas/TrainJobRequest"}]
     create = doc["paths"]["/v1/namespaces/{namespace}/jobs"]["post"]["responses"]
     assert create["422"]["content"]["application/problem+json"]["schema"] == {
         "$ref": "#/components/schemas/Problem"}

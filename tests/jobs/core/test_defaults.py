@@ -12,6 +12,11 @@ from tests.jobs.fixtures import job, load
     pytest.param("mxjob-train.yaml", "Server", 1, "Never", id="mx-never"),
     pytest.param("mpijob-pi.yaml", "Launcher", 1, "OnFailure", id="mpi-launcher-onfailure"),
     pytest.param("mpijob-pi.yaml", "Worker", 2, "Never", id="mpi-worker-never"),
+    pytest.param("xgboostjob-master-workers.yaml", "Master", 1, "Never", id="xgboost-never"),
+    pytest.param("paddlejob-ps.yaml", "Worker", 2, "OnFailure", id="paddle-onfailure"),
+    pytest.param("paddlejob-collective.yaml", "Worker", 3, "Never",
+                 id="paddle-lowercase-key-normalised"),
+    pytest.param("jaxjob-workers.yaml", "Worker", 2, "Never", id="jax-never"),
 ])
 def test_replica_defaults(file: str, rtype: str, replicas: int, policy: str) -> None:
     spec = with_defaults(job(file)).replica_specs[rtype]

@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.env import mxnet_env, pytorch_env, tf_config
+from functions.jobs.core.env import (
+    jax_env,
+    mxnet_env,
+    paddle_env,
+    pytorch_env,
+    tf_config,
+    xgboost_env,
+)
 from tests.jobs.fixtures import job
 
 
@@ -137,3 +145,54 @@ def test_mxnet_env(replica_type: str, index: int, extra: dict[str, str]) -> None
     assert config["task"] == {"type": replica_type.lower(), "index": index}
     assert config["cluster"]["worker"] == [{"url": "mxnet-job-worker-0", "port": 9091},
                                            {"url": "mxnet-job-worker-1", "port": 9091}]
+
+
+def var(name: str, value: str) -> dict[str, object]:
+    return {"name": name, "value": value}
+
+
+POD_IP = {"name": "POD_IP_DUMMY", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+XGB_HEAD = [var("MASTER_PORT", "9999"), var("MASTER_ADDR", "iris-master-0"),
+            var("WORLD_SIZE", "3")]
+XGB_TAIL = [var("PYTHONUNBUFFERED", "1"), var("WORKER_PORT", "9000"),
+            var("WORKER_ADDRS", "iris-worker-0,iris-worker-1")]
+PADDLE_PS = [var("PYTHONUNBUFFERED", "1"), var("PADDLE_JOB_ID", "paddle-ps"),
+             var("PADDLE_NNODES", "3")]
+PADDLE_COL = [var("PYTHONUNBUFFERED", "1"), var("PADDLE_JOB_ID", "paddle-col"),
+              var("PADDLE_NNODES", "3")]
+
+
+@pytest.mark.parametrize(("file", "variables", "replica_type", "index", "expected"), [
+    pytest.param("xgboostjob-master-workers.yaml", xgboost_env, "Master", 0,
+                 [*XGB_HEAD, var("RANK", "0"), *XGB_TAIL], id="xgboost-master"),
+    pytest.param("xgboostjob-master-workers.yaml", xgboost_env, "Worker", 1,
+                 [*XGB_HEAD, var("RANK", "2"), *XGB_TAIL], id="xgboost-worker-ranked-after-master"),
+    pytest.param("paddlejob-ps.yaml", paddle_env, "Master", 0,
+                 [*PADDLE_PS, POD_IP, var("PADDLE_MASTER", "$(POD_IP_DUMMY):36543"),
+                  var("PADDLE_SERVER_NUM", "1")], id="paddle-ps-master-announces-its-ip"),
+    pytest.param("paddlejob-ps.yaml", paddle_env, "Worker", 0,
+                 [*PADDLE_PS, var("PADDLE_MASTER", "paddle-ps-master-0:36543"),
+                  var("PADDLE_TRAINER_NUM", "1")], id="paddle-ps-worker"),
+    pytest.param("paddlejob-collective.yaml", paddle_env, "Worker", 0,
+                 [*PADDLE_COL, POD_IP, var("PADDLE_MASTER", "$(POD_IP_DUMMY):37777")],
+                 id="paddle-collective-worker0-is-the-endpoint"),
+    pytest.param("paddlejob-collective.yaml", paddle_env, "Worker", 2,
+                 [*PADDLE_COL, var("PADDLE_MASTER", "paddle-col-worker-0:37777")],
+                 id="paddle-collective-worker"),
+    pytest.param("jaxjob-workers.yaml", jax_env, "Worker", 1,
+                 [var("PYTHONUNBUFFERED", "1"), var("COORDINATOR_PORT", "6666"),
+                  var("COORDINATOR_ADDRESS", "spmd-worker-0"), var("NUM_PROCESSES", "2"),
+                  var("PROCESS_ID", "1")], id="jax-worker"),
+])
+def test_framework_env(file: str, variables: Any, replica_type: str, index: int,
+                       expected: list[dict[str, object]]) -> None:
+    assert variables(with_defaults(job(file)), replica_type, index) == expected
+
+
+def test_xgboost_single_master_has_no_worker_variables() -> None:
+    single = with_defaults(job("xgboostjob-master-workers.yaml",
+                               spec={"xgbReplicaSpecs": {"Worker": {"replicas": 0}}}))
+    env = env_map(xgboost_env(single, "Master", 0))
+    assert (env["WORLD_SIZE"], env["RANK"]) == ("1", "0")
+    assert "WORKER_ADDRS" not in env
+    assert "WORKER_PORT" not in env

@@ -9,7 +9,7 @@ from functions.jobs.core import mpi
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.mpi_status import derive_mpi_status
 from functions.jobs.core.objects import Settings
-from functions.jobs.core.plan import Observed, reconcile_plan
+from functions.jobs.core.plan import Observed, gc_plan, reconcile_plan
 from functions.jobs.core.pods import name_of
 from tests.jobs.fixtures import NOW, condition, job, stamp, summary
 
@@ -52,7 +52,7 @@ def test_secret_and_service() -> None:
 
 
 def test_worker_pod() -> None:
-    worker = mpi.worker_pod(with_defaults(job(FILE)), 1)
+    worker = mpi.worker_pod(with_defaults(job(FILE)), 1, Settings())
     assert worker["metadata"]["name"] == "pi-worker-1"
     assert worker["metadata"]["labels"] == {
         "training.kubeflow.org/operator-name": "mpi-operator",
@@ -75,7 +75,7 @@ def test_service_carries_the_job_name_label() -> None:
 
 
 def test_launcher_job() -> None:
-    launcher = mpi.launcher_job(with_defaults(job(FILE)))
+    launcher = mpi.launcher_job(with_defaults(job(FILE)), Settings())
     assert launcher["metadata"]["labels"]["training.kubeflow.org/job-name"] == "pi"
     spec = launcher["spec"]
     assert launcher["metadata"]["name"] == "pi-launcher"
@@ -91,6 +91,28 @@ def test_launcher_job() -> None:
     assert env["OMPI_MCA_orte_set_default_slots"] == "2"
     assert env["NVIDIA_VISIBLE_DEVICES"] == ""
     assert {v["name"] for v in pod_spec["volumes"]} == {"ssh-auth", "mpi-job-config"}
+
+
+@pytest.mark.parametrize(("settings", "scheduler", "annotations", "label"), [
+    pytest.param(Settings(), None, None, None, id="no-gang-scheduler"),
+    pytest.param(Settings(gang_scheduler="volcano"), "volcano",
+                 {"scheduling.k8s.io/group-name": "pi"}, None, id="volcano"),
+    pytest.param(Settings(gang_scheduler="scheduler-plugins",
+                          gang_scheduler_name="coscheduler"), "coscheduler", None, "pi",
+                 id="scheduler-plugins"),
+])
+def test_gang_decoration_of_workers_and_launcher(settings: Settings, scheduler: str | None,
+                                                 annotations: dict[str, str] | None,
+                                                 label: str | None) -> None:
+    d = with_defaults(job(FILE))
+    d.replica_specs["Worker"].template.setdefault("spec", {})["schedulerName"] = "other"
+    worker = mpi.worker_pod(d, 0, settings)
+    launcher = mpi.launcher_job(d, settings)["spec"]["template"]
+    for meta, spec, template_scheduler in ((worker["metadata"], worker["spec"], "other"),
+                                           (launcher["metadata"], launcher["spec"], None)):
+        assert spec.get("schedulerName") == (scheduler or template_scheduler)
+        assert meta.get("annotations") == annotations
+        assert meta["labels"].get("scheduling.x-k8s.io/pod-group") == label
 
 
 def _worker(index: int, phase: str, **extra: Any) -> dict[str, Any]:
@@ -207,6 +229,58 @@ def test_mpi_suspend_suspends_launcher_and_deletes_workers() -> None:
     assert [name_of(o) for o in plan.deletes] == ["pi-worker-0"]
     assert plan.applies[0]["spec"] == {"suspend": True}
     assert plan.creates == []
+
+
+def test_mpi_created_suspended_gets_a_suspended_launcher_job_only() -> None:
+    observed = Observed(job=job(FILE, spec={"runPolicy": {"suspend": True}}))
+    plan = reconcile_plan(observed, NOW, Settings(), KEYS)
+    [launcher] = plan.creates
+    assert (launcher["kind"], name_of(launcher), launcher["spec"]["suspend"]) == (
+        "Job", "pi-launcher", True)
+    assert plan.deletes == [] and plan.applies == []
+    observed.launcher = launcher
+    assert reconcile_plan(observed, NOW, Settings(), KEYS).empty
+
+
+@pytest.mark.parametrize(("template", "expected"), [
+    pytest.param({}, {"metadata": {"labels": {
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher"}},
+        "spec": {}}, id="nothing-to-sync"),
+    pytest.param({"metadata": {"labels": {"kueue.x-k8s.io/podset": "launcher"},
+                               "annotations": {"a": "b"}},
+                  "spec": {"nodeSelector": {"flavor": "spot"},
+                           "tolerations": [{"key": "spot", "operator": "Exists"}],
+                           "schedulingGates": [{"name": "example.com/gate"}]}},
+                 {"metadata": {"labels": {
+                     "kueue.x-k8s.io/podset": "launcher",
+                     "training.kubeflow.org/operator-name": "mpi-operator",
+                     "training.kubeflow.org/job-name": "pi",
+                     "training.kubeflow.org/job-role": "launcher"},
+                     "annotations": {"a": "b"}},
+                  "spec": {"nodeSelector": {"flavor": "spot"},
+                           "tolerations": [{"key": "spot", "operator": "Exists"}],
+                           "schedulingGates": [{"name": "example.com/gate"}]}},
+                 id="admitted-by-a-queue"),
+])
+def test_mpi_resume_syncs_the_launcher_scheduling_directives(
+        template: dict[str, Any], expected: dict[str, Any]) -> None:
+    j = job(FILE, spec={"mpiReplicaSpecs": {"Launcher": {"template": template}}})
+    suspended = {**_batch([]), "spec": {"suspend": True}}
+    observed = Observed(job=j, launcher=suspended, pods=[_worker(0, "Running"),
+                                                         _worker(1, "Running")])
+    plan = reconcile_plan(observed, NOW, Settings(), None)
+    [resume] = [o for o in plan.applies if o["kind"] == "Job"]
+    assert resume["spec"] == {"suspend": False, "template": expected}
+
+
+def test_mpi_clean_pod_policy_spares_the_launcher_pod() -> None:
+    observed = Observed(job=job(FILE, spec={"runPolicy": {"cleanPodPolicy": "All"}}, status={
+        "conditions": [condition("Created", reason="MPIJobCreated"),
+                       condition("Succeeded", reason="MPIJobSucceeded")]}),
+        pods=[_worker(0, "Succeeded"), _worker(1, "Running"), _launcher_pod("Succeeded")])
+    assert [name_of(o) for o in gc_plan(observed, [], NOW).deletes] == [
+        "pi-worker-0", "pi-worker-1"]
 
 
 def test_mpi_finished_creates_nothing() -> None:

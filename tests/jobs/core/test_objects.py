@@ -30,6 +30,14 @@ def test_object_name(job_name: str, rtype: str, index: int, expected: str) -> No
     pytest.param("tfjob-ps-worker-evaluator.yaml", "Worker", 0, "master", id="tf-worker0"),
     pytest.param("tfjob-ps-worker-evaluator.yaml", "PS", 0, None, id="tf-ps"),
     pytest.param("mxjob-train.yaml", "Server", 0, "master", id="mx-server"),
+    pytest.param("mxjob-train.yaml", "Worker", 0, None, id="mx-worker"),
+    pytest.param("xgboostjob-master-workers.yaml", "Master", 0, "master", id="xgboost-master"),
+    pytest.param("xgboostjob-master-workers.yaml", "Worker", 0, None, id="xgboost-worker0"),
+    pytest.param("paddlejob-ps.yaml", "Master", 0, "master", id="paddle-master"),
+    pytest.param("paddlejob-collective.yaml", "Worker", 0, None,
+                 id="paddle-collective-worker0-is-no-master"),
+    pytest.param("jaxjob-workers.yaml", "Worker", 0, "master", id="jax-worker0"),
+    pytest.param("jaxjob-workers.yaml", "Worker", 1, None, id="jax-worker1"),
 ])
 def test_pod_labels(file: str, rtype: str, index: int, role: str | None) -> None:
     j = with_defaults(job(file))
@@ -119,6 +127,32 @@ def test_single_replica_tfjob_has_no_tf_config() -> None:
     assert "env" not in pod["spec"]["containers"][0]
 
 
+@pytest.mark.parametrize(("file", "rtype", "policy", "first_env", "port"), [
+    pytest.param("xgboostjob-master-workers.yaml", "Master", "Never", "MASTER_PORT",
+                 {"name": "xgboostjob-port", "containerPort": 9999}, id="xgboost"),
+    pytest.param("paddlejob-ps.yaml", "Worker", "OnFailure", "PYTHONUNBUFFERED",
+                 {"name": "master", "containerPort": 36543}, id="paddle"),
+    pytest.param("jaxjob-workers.yaml", "Worker", "Never", "PYTHONUNBUFFERED",
+                 {"name": "jaxjob-port", "containerPort": 6666}, id="jax"),
+])
+def test_framework_pod(file: str, rtype: str, policy: str, first_env: str,
+                       port: dict[str, object]) -> None:
+    """Default restart policy, the framework port on its default container only, and the
+    framework variables in every container (sidecars included, as upstream does)."""
+    j = with_defaults(job(file))
+    pod, notices = desired_pod(j, rtype, 0, Settings())
+    assert notices == []
+    assert pod["spec"]["restartPolicy"] == policy
+    main, *others = pod["spec"]["containers"]
+    assert main["name"] == j.framework.default_container
+    assert main["ports"] == [port]
+    assert main["env"][0]["name"] == first_env
+    for container in others:
+        assert "ports" not in container
+        assert container["env"] == main["env"]
+    assert "initContainers" not in pod["spec"]
+
+
 def test_headless_service() -> None:
     svc = desired_service(with_defaults(job("tfjob-chief-workers.yaml")), "Worker", 1)
     labels = {"training.kubeflow.org/operator-name": "tfjob-controller",
@@ -159,3 +193,17 @@ def test_gang_decorations(settings: Settings, template_scheduler: str | None,
              if not k.startswith("training.kubeflow.org/")}
     assert extra == labels
     assert [n.reason for n in notices] == (["SetPodTemplateSchedulerName"] if warned else [])
+
+
+@pytest.mark.parametrize(("file", "rtype", "ports"), [
+    pytest.param("xgboostjob-master-workers.yaml", "Worker",
+                 [{"name": "xgboostjob-port", "port": 9000}], id="xgboost-own-port"),
+    pytest.param("paddlejob-ps.yaml", "Master", [{"name": "master", "port": 36543}],
+                 id="paddle"),
+    pytest.param("jaxjob-workers.yaml", "Worker", [{"name": "jaxjob-port", "port": 6666}],
+                 id="jax"),
+])
+def test_framework_service_ports(file: str, rtype: str, ports: list[dict[str, object]]) -> None:
+    svc = desired_service(with_defaults(job(file)), rtype, 0)
+    assert svc["spec"]["ports"] == ports
+    assert svc["spec"]["clusterIP"] == "None"

@@ -7,12 +7,16 @@ import pytest
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import Job
 from functions.jobs.core.status import StatusOutcome, count_replicas, derive_status, regresses
-from tests.jobs.fixtures import NOW, condition, job, pod, stamp, summary
+from tests.jobs.fixtures import NOW, condition, job, load, pod, stamp, summary
 
 PT = "pytorch-master-workers.yaml"
 TF = "tfjob-chief-workers.yaml"
 TF_NO_CHIEF = "tfjob-ps-worker-evaluator.yaml"
 MX = "mxjob-train.yaml"
+XGB = "xgboostjob-master-workers.yaml"
+PADDLE_PS = "paddlejob-ps.yaml"
+PADDLE = "paddlejob-collective.yaml"
+JAX = "jaxjob-workers.yaml"
 CREATED_PT = condition("Created", reason="PyTorchJobCreated")
 RUNNING_PT = condition("Running", reason="PyTorchJobRunning")
 
@@ -32,7 +36,7 @@ def derive(file: str, pods: list[tuple[Any, ...]], *, status: dict[str, Any] | N
 
 
 def _kind(file: str) -> str:
-    return {"p": "PyTorchJob", "t": "TFJob", "m": "MXJob"}[file[0]]
+    return str(load(file)["kind"])
 
 
 def last(outcome: StatusOutcome) -> tuple[str, str, str]:
@@ -95,6 +99,63 @@ def last(outcome: StatusOutcome) -> tuple[str, str, str]:
                  ("Failed", "True", "MXJobFailed"),
                  "mxjob mxnet-job is failed because 1 Server replica(s) failed.",
                  id="mx-server-failed"),
+    pytest.param(XGB, [("Master", 0, "Running"), ("Worker", 0, "Running")],
+                 ("Running", "True", "XGBoostJobRunning"), "XGBoostJob iris is running.",
+                 id="xgboost-master-running"),
+    pytest.param(XGB, [("Master", 0, "Pending"), ("Worker", 0, "Running")],
+                 ("Created", "True", "XGBoostJobCreated"), "",
+                 id="xgboost-only-master-drives-running"),
+    pytest.param(XGB, [("Master", 0, "Succeeded"), ("Worker", 0, "Running")],
+                 ("Succeeded", "True", "XGBoostJobSucceeded"),
+                 "XGBoostJob iris is successfully completed.", id="xgboost-master-succeeded"),
+    pytest.param(XGB, [("Master", 0, "Running"), ("Worker", 0, "Failed", {"exit_code": 137})],
+                 ("Restarting", "True", "XGBoostJobRestarting"),
+                 "XGBoostJob iris is restarting because 1 Worker replica(s) failed.",
+                 id="xgboost-exitcode-137-restarts"),
+    pytest.param(XGB, [("Master", 0, "Failed", {"exit_code": 1})],
+                 ("Failed", "True", "XGBoostJobFailed"),
+                 "XGBoostJob iris is failed because 1 Master replica(s) failed.",
+                 id="xgboost-never-policy-fails"),
+    pytest.param(PADDLE_PS, [("Master", 0, "Running"), ("Worker", 0, "Pending")],
+                 ("Running", "True", "PaddleJobRunning"), "PaddleJob paddle-ps is running.",
+                 id="paddle-master-running"),
+    pytest.param(PADDLE_PS, [("Master", 0, "Succeeded"), ("Worker", 0, "Running")],
+                 ("Succeeded", "True", "PaddleJobSucceeded"),
+                 "PaddleJob paddle-ps is successfully completed.", id="paddle-master-succeeded"),
+    pytest.param(PADDLE_PS, [("Master", 0, "Running"), ("Worker", 0, "Failed"),
+                             ("Worker", 1, "Running")],
+                 ("Restarting", "True", "PaddleJobRestarting"),
+                 "PaddleJob paddle-ps is restarting because 1 Worker replica(s) failed.",
+                 id="paddle-onfailure-restarts"),
+    pytest.param(PADDLE, [("Worker", i, "Running") for i in range(3)],
+                 ("Running", "True", "PaddleJobRunning"), "PaddleJob team-p/paddle-col is running.",
+                 id="paddle-collective-running"),
+    pytest.param(PADDLE, [("Worker", 0, "Succeeded"), ("Worker", 1, "Succeeded"),
+                          ("Worker", 2, "Running")],
+                 ("Running", "True", "PaddleJobRunning"), "PaddleJob team-p/paddle-col is running.",
+                 id="paddle-elastic-policy-does-not-end-job-early"),
+    pytest.param(PADDLE, [("Worker", i, "Succeeded") for i in range(3)],
+                 ("Succeeded", "True", "PaddleJobSucceeded"),
+                 "PaddleJob team-p/paddle-col successfully completed.",
+                 id="paddle-collective-succeeded"),
+    pytest.param(PADDLE, [("Worker", 0, "Running"), ("Worker", 1, "Failed", {"exit_code": 1}),
+                          ("Worker", 2, "Running")],
+                 ("Failed", "True", "PaddleJobFailed"),
+                 "PaddleJob paddle-col is failed because 1 Worker replica(s) failed.",
+                 id="paddle-never-policy-fails"),
+    pytest.param(JAX, [("Worker", 0, "Running"), ("Worker", 1, "Running")],
+                 ("Running", "True", "JAXJobRunning"), "JAXJob team-j/spmd is running.",
+                 id="jax-running"),
+    pytest.param(JAX, [("Worker", 0, "Succeeded"), ("Worker", 1, "Running")],
+                 ("Running", "True", "JAXJobRunning"), "JAXJob team-j/spmd is running.",
+                 id="jax-waits-for-every-worker"),
+    pytest.param(JAX, [("Worker", 0, "Succeeded"), ("Worker", 1, "Succeeded")],
+                 ("Succeeded", "True", "JAXJobSucceeded"),
+                 "JAXJob team-j/spmd successfully completed.", id="jax-succeeded"),
+    pytest.param(JAX, [("Worker", 0, "Running"), ("Worker", 1, "Failed", {"exit_code": 2})],
+                 ("Failed", "True", "JAXJobFailed"),
+                 "JAXJob spmd is failed because 1 Worker replica(s) failed.",
+                 id="jax-never-policy-fails"),
 ])
 def test_framework_rules(file: str, pods: list[tuple[Any, ...]],
                          expected: tuple[str, str, str], message: str) -> None:
@@ -266,6 +327,49 @@ def test_exit_code_events() -> None:
 def test_externally_managed_gets_no_status() -> None:
     j: Job = with_defaults(job(PT, spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}))
     assert derive_status(j, [], NOW) is None
+
+
+def test_xgboost_success_lists_running_even_when_never_seen() -> None:
+    outcome = derive(XGB, [("Master", 0, "Succeeded")])
+    assert summary(outcome.status.conditions) == [
+        ("Created", "True", "XGBoostJobCreated"), ("Running", "False", "XGBoostJobRunning"),
+        ("Succeeded", "True", "XGBoostJobSucceeded")]
+
+
+@pytest.mark.parametrize(("file", "policy", "expected", "message"), [
+    pytest.param(XGB, "OnFailure", ("Failed", "True", "XGBoostJobFailed"),
+                 "XGBoostJob iris is failed because 1 Worker replica(s) failed.",
+                 id="xgboost-only-exitcode-restarts"),
+    pytest.param(JAX, "OnFailure", ("Restarting", "True", "JAXJobRestarting"),
+                 "JAXJob spmd is restarting because 1 Worker replica(s) failed.",
+                 id="jax-onfailure-restarts"),
+    pytest.param(PADDLE, "ExitCode", ("Restarting", "True", "PaddleJobRestarting"),
+                 "PaddleJob paddle-col is restarting because 1 Worker replica(s) failed.",
+                 id="paddle-exitcode-137-restarts"),
+])
+def test_failed_worker_by_restart_policy(file: str, policy: str,
+                                         expected: tuple[str, str, str], message: str) -> None:
+    field = next(k for k in load(file)["spec"] if k.endswith("ReplicaSpecs"))
+    key = next(k for k in load(file)["spec"][field] if k.lower() == "worker")
+    pods = [("Worker", 0, "Running"), ("Worker", 1, "Failed", {"exit_code": 137})]
+    if file == XGB:
+        pods.insert(0, ("Master", 0, "Running"))
+    outcome = derive(file, pods, spec={field: {key: {"restartPolicy": policy}}})
+    assert last(outcome) == expected
+    assert outcome.status.conditions[-1].message == message
+
+
+@pytest.mark.parametrize(("file", "rtype", "selector"), [
+    pytest.param(PADDLE_PS, "Worker", "training.kubeflow.org/job-name=paddle-ps,"
+                 "training.kubeflow.org/operator-name=paddlejob-controller,"
+                 "training.kubeflow.org/replica-type=worker", id="paddle"),
+    pytest.param(JAX, "Worker", "training.kubeflow.org/job-name=spmd,"
+                 "training.kubeflow.org/operator-name=jaxjob-controller,"
+                 "training.kubeflow.org/replica-type=worker", id="jax"),
+    pytest.param(XGB, "Worker", None, id="xgboost-has-no-scale-subresource"),
+])
+def test_scale_selector(file: str, rtype: str, selector: str | None) -> None:
+    assert count_replicas(with_defaults(job(file)), [])[rtype].selector == selector
 
 
 def _wire(active: int = 0, succeeded: int = 0, failed: int = 0,

@@ -104,6 +104,15 @@ def test_stale_by_annotations(annotations: dict[str, str] | None, stamp: Stamp |
     pytest.param(thing(name="user", annotations={**stamped(uid="u-1"),
                                                  "platform.opendatahub.io/instance.name": "x"}),
                  STAMP, set(), False, id="not-stamped-by-this-instance-name"),
+    pytest.param(thing("Deployment", api_version="apps/v1", annotations=stamped(),
+                       labels={**LABELS, "app.kubernetes.io/name": "trainer-operator"}),
+                 None, None, False, id="platform-trainer-operator-never-swept"),
+    pytest.param(thing("ServiceAccount", annotations=stamped(),
+                       labels={**LABELS, "operators.coreos.com/trainer.opendatahub": ""}),
+                 None, None, False, id="olm-installed-never-swept"),
+    pytest.param(thing("Deployment", api_version="apps/v1", annotations=stamped(),
+                       labels={**LABELS, "app.kubernetes.io/name": "trainer"}),
+                 None, None, True, id="our-operand-swept-on-cleanup"),
 ])
 def test_collectable(obj: Obj, stamp: Stamp | None, desired: set[Any] | None,
                      expected: bool) -> None:

@@ -1,0 +1,192 @@
+"""Where the functions spend their Python time under the burst: ``python -m bench.profile``.
+
+One run of the burst (``bench.burst``, system ``ours``) with ``py-spy`` attached to every
+function process and to the process that hosts the Broker emulation. ``py-spy --gil`` samples
+only the thread that holds the GIL, so the samples are the Python CPU time of each process
+(native work that releases the GIL, such as TLS and socket I/O, is not counted). Each sample
+is put in one category, decided by the frame nearest the leaf that names one
+(:func:`categorise`), and the report gives each function's share per category and its top
+frames. The figures are a profile of one run, not a benchmark: they say where the time goes,
+the burst benchmark says how much there is.
+
+``python -m bench.profile [--jobs N] [--rate HZ] [--out DIR]`` writes ``profile.json`` and
+``profile.md`` to ``bench/results/`` (or ``DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.burst import one_run
+from bench.burst_systems import Started
+from functions.cluster.binaries import ensure_bin_dir
+
+RESULTS = Path(__file__).parent / "results"
+
+# (category, substrings of a frame's file); the first category whose file appears nearest
+# the leaf wins, so an API request made by a handler counts as an API request.
+CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("events recorded (Event objects)", ("functions/runtime/recorder.py",)),
+    ("API client (HTTP, JSON)", ("functions/kube/client.py", "functions/kube/transport.py",
+                                 "urllib3/", "http/client.py", "ssl.py", "orjson")),
+    ("watch cache (decode, index)", ("functions/kube/cache.py", "functions/kube/store.py")),
+    ("handlers (read, plan, status)", ("functions/jobs/", "functions/trainer/",
+                                       "functions/core/")),
+    ("runtime (route, coalesce, answer)", ("functions/runtime/",)),
+    ("HTTP serving (gunicorn, WSGI)", ("gunicorn/", "flask/", "werkzeug/")),
+    ("logging and metrics", ("logging/", "prometheus_client/")),
+)
+OTHER = "other"
+_LINE = re.compile(r":\d+\)$")
+
+
+def categorise(frames: Iterable[str]) -> str:
+    """The category of one sample, ``frames`` from the root to the leaf (py-spy's raw
+    format: ``function (file:line)``)."""
+    for frame in reversed(list(frames)):
+        for category, files in CATEGORIES:
+            if any(part in frame for part in files):
+                return category
+    return OTHER
+
+
+def parse_raw(text: str) -> list[tuple[list[str], int]]:
+    """py-spy's raw (collapsed) output: one ``frame;frame;... count`` line per stack."""
+    stacks: list[tuple[list[str], int]] = []
+    for line in text.splitlines():
+        stack, _, count = line.rstrip().rpartition(" ")
+        if stack and count.isdigit():
+            stacks.append((stack.split(";"), int(count)))
+    return stacks
+
+
+def summarise(stacks: list[tuple[list[str], int]], rate: float, top: int = 12) -> dict[str, Any]:
+    """Seconds and shares per category, and the ``top`` frames by inclusive samples."""
+    total = sum(n for _, n in stacks)
+    by_category: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    for frames, count in stacks:
+        by_category[categorise(frames)] += count
+        for frame in {_LINE.sub(")", f) for f in frames}:
+            inclusive[frame] += count
+    return {
+        "seconds": round(total / rate, 2),
+        "categories": {c: {"seconds": round(n / rate, 2), "share": round(n / total, 3)}
+                       for c, n in by_category.most_common()} if total else {},
+        "top_frames": [{"frame": f, "share": round(n / total, 3)}
+                       for f, n in inclusive.most_common(top)] if total else [],
+    }
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _name(pid: int) -> str:
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return str(pid)
+    words = [a.decode() for a in args if a]
+    return words[words.index("serve") + 1] if "serve" in words else "bench process"
+
+
+class Profilers:
+    """``py-spy record`` on each function's worker processes and on this process."""
+
+    def __init__(self, py_spy: str, rate: float, work: Path) -> None:
+        self.py_spy, self.rate, self.work = py_spy, rate, work
+        self.running: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
+
+    def attach(self, started: Started) -> Callable[[], None]:
+        import os
+        targets = [(f"{_name(master)}", worker) for master in started.controller_pids
+                   for worker in _children(master) or [master]]
+        targets.append(("bench process (create loop, Broker emulation)", os.getpid()))
+        for name, pid in targets:
+            out = self.work / f"{pid}.raw"
+            command = [self.py_spy, "record", "--gil", "--nonblocking", "--format", "raw",
+                       "--rate", str(int(self.rate)), "--output", str(out), "--pid", str(pid)]
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+            self.running.append((name, out, process))
+        return self.stop
+
+    def stop(self) -> None:
+        for _, _, process in self.running:
+            process.send_signal(2)  # SIGINT: py-spy writes its output and exits
+        for _, _, process in self.running:
+            process.wait(timeout=60)
+
+    def results(self) -> dict[str, Any]:
+        merged: dict[str, list[tuple[list[str], int]]] = {}
+        for name, out, _ in self.running:
+            if out.exists():
+                merged.setdefault(name, []).extend(parse_raw(out.read_text()))
+        return {name: summarise(stacks, self.rate) for name, stacks in sorted(merged.items())}
+
+
+def run(jobs: int = 200, rate: float = 100.0) -> dict[str, Any]:
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or \
+        shutil.which("py-spy")
+    if py_spy is None:
+        raise RuntimeError("py-spy is not installed (pip install -e .[dev])")
+    bin_dir = ensure_bin_dir(())
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
+        profilers = Profilers(py_spy, rate, Path(tmp))
+        burst = one_run("ours", jobs, bin_dir, attach=profilers.attach)
+        processes = profilers.results()
+    keep = ("created_s", "running_s", "controller_cpu_s_at_created", "controller_cpu_s_at_end",
+            "event_path_cpu_s_at_end", "apiserver_cpu_s_at_end", "deliveries", "dead_letters")
+    return {"jobs": jobs, "rate_hz": rate, "burst": {k: burst.get(k) for k in keep},
+            "processes": processes}
+
+
+def markdown(result: Mapping[str, Any]) -> str:
+    burst = result["burst"]
+    lines = [f"# Profile of the functions under a {result['jobs']}-job burst", "",
+             f"One run, `py-spy --gil` at {result['rate_hz']:.0f} Hz: the Python CPU time of "
+             "each process, by category (the frame nearest the leaf decides). The run: T "
+             f"{burst['created_s']} s, all Running {burst['running_s']} s, functions' CPU "
+             f"{burst['controller_cpu_s_at_end']} s, {burst['deliveries']} deliveries.", ""]
+    for name, found in result["processes"].items():
+        lines += [f"## {name}: {found['seconds']} s with the GIL", "",
+                  "| category | seconds | share |", "| --- | --- | --- |"]
+        lines += [f"| {c} | {v['seconds']} | {v['share']:.0%} |"
+                  for c, v in found["categories"].items()]
+        lines += ["", "Top frames (inclusive):", ""]
+        lines += [f"- {f['share']:.0%} `{f['frame']}`" for f in found["top_frames"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile")
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    result = run(args.jobs, args.rate)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "profile.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "profile.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

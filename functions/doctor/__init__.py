@@ -1,0 +1,1 @@
+"""``python -m functions doctor``: a read-only preflight of a live cluster."""

@@ -1,0 +1,69 @@
+"""``python -m functions doctor [--kubeconfig PATH] [--namespace NS] [--json]``.
+
+Reads the cluster (read-only), prints one line per check (``PASS``, ``WARN``, ``FAIL``,
+``SKIP``) with what to change under each that did not pass, and exits 1 when any check failed,
+2 when the cluster cannot be read at all, else 0. Run it before installing (the checks of our
+own objects then report ``SKIP``) and again after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from functions.core.errors import TemporaryError
+from functions.doctor.core.checks import failed, run
+from functions.doctor.core.model import Finding, Status
+
+DEFAULT_NAMESPACE = "opendatahub"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check a cluster before (and after) installing: Knative, network "
+                       "policy, conflicting operators, CRDs, permissions, readiness")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig to use (default: $KUBECONFIG, in-cluster, "
+                             "~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    parser.add_argument("--namespace", "-n", default=DEFAULT_NAMESPACE,
+                        help="the install's namespace (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    parser.set_defaults(handler=main)
+
+
+def render(findings: Sequence[Finding], out: TextIO) -> None:
+    width = max(len(f.check) for f in findings)
+    for finding in findings:
+        out.write(f"{finding.status.value.upper():4}  {finding.check:{width}}  "
+                  f"{finding.summary}\n")
+        pad = " " * (width + 8)
+        for detail in finding.details:
+            out.write(f"{pad}- {detail}\n")
+        if finding.fix and finding.status is not Status.PASS:
+            out.write(f"{pad}fix: {finding.fix}\n")
+    counts = {s: sum(f.status is s for f in findings) for s in Status}
+    out.write(", ".join(f"{n} {s.value}" for s, n in counts.items() if n) + "\n")
+
+
+def main(args: argparse.Namespace) -> int:
+    from functions.doctor.reader import read
+    from functions.kube.client import ApiError, KubeClient
+    from functions.kube.config import ConfigError, from_kubeconfig, load
+
+    try:
+        config = from_kubeconfig(args.kubeconfig, args.context) if args.kubeconfig else load()
+        kube = KubeClient.from_config(config, timeout=10.0, retries=1)
+        findings = run(read(kube, args.namespace))
+    except (ConfigError, ApiError, TemporaryError) as exc:
+        print(f"doctor: cannot read the cluster: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump([f.model_dump(mode="json") for f in findings], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render(findings, sys.stdout)
+    return 1 if failed(findings) else 0

@@ -1,0 +1,220 @@
+"""What each identity of the install does, and representative things it must not do.
+
+One table serves two readers: ``doctor`` asks the cluster (SubjectAccessReview as each
+ServiceAccount) whether the installed RBAC allows what the functions call, and the deploy
+tests apply the rendered RBAC to a local API server and ask the same questions, so the table,
+the RBAC and the handlers cannot drift apart unnoticed.
+
+A scope names where a request goes: ``cluster`` (cluster-scoped, or all namespaces), ``install``
+(the namespace of the install, which is also the Trainer's ``appNamespace``) or ``user`` (any
+other namespace: where training jobs live).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from functions.doctor.core.model import AccessReview, Finding, Status
+
+Scope = Literal["cluster", "install", "user"]
+USER_NAMESPACE = "odh-doctor-probe"
+
+TRAINERS = "components.platform.opendatahub.io"
+KUBEFLOW = "kubeflow.org"
+RBAC = "rbac.authorization.k8s.io"
+ADMISSION = "admissionregistration.k8s.io"
+CRDS = "apiextensions.k8s.io"
+DSC = "datasciencecluster.opendatahub.io"
+LEASES = "coordination.k8s.io"
+TRAINER_API = "trainer.kubeflow.org"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """``identity`` may (``allowed``) or may not ``verb`` the resource in ``scope``."""
+
+    identity: str
+    verb: str
+    group: str
+    resource: str
+    scope: Scope
+    name: str = ""
+    subresource: str = ""
+    allowed: bool = True
+
+    def namespace(self, install: str) -> str:
+        return {"cluster": "", "install": install, "user": USER_NAMESPACE}[self.scope]
+
+    def case_id(self) -> str:
+        target = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        named = f"-{self.name}" if self.name else ""
+        kind = "may" if self.allowed else "not"
+        return f"{self.identity}-{kind}-{self.verb}-{self.group or 'core'}-{target}{named}" \
+               f"-{self.scope}"
+
+
+def _may(identity: str, verb: str, group: str, resource: str, scope: Scope, name: str = "",
+         subresource: str = "") -> Expectation:
+    return Expectation(identity, verb, group, resource, scope, name, subresource, True)
+
+
+def _not(identity: str, verb: str, group: str, resource: str, scope: Scope, name: str = "",
+         subresource: str = "") -> Expectation:
+    return Expectation(identity, verb, group, resource, scope, name, subresource, False)
+
+
+RECONCILE = [
+    _may("reconcile", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
+    _may("reconcile", "patch", TRAINERS, "trainers", "cluster", "default-trainer", "status"),
+    _may("reconcile", "get", "config.openshift.io", "clusterversions", "cluster", "version"),
+    _may("reconcile", "list", CRDS, "customresourcedefinitions", "cluster"),
+    _may("reconcile", "patch", CRDS, "customresourcedefinitions", "cluster",
+         "trainjobs.trainer.kubeflow.org"),
+    _may("reconcile", "patch", RBAC, "clusterroles", "cluster",
+         "kubeflow-trainer-controller-manager"),
+    _may("reconcile", "patch", RBAC, "clusterrolebindings", "cluster",
+         "kubeflow-trainer-controller-manager"),
+    _may("reconcile", "patch", ADMISSION, "validatingwebhookconfigurations", "cluster",
+         "validator.trainer.kubeflow.org"),
+    _may("reconcile", "patch", "apps", "deployments", "install",
+         "kubeflow-trainer-controller-manager"),
+    _may("reconcile", "list", "apps", "deployments", "cluster"),
+    _may("reconcile", "list", DSC, "datascienceclusters", "cluster"),
+    _may("reconcile", "get", CRDS, "customresourcedefinitions", "cluster",
+         "mpijobs.kubeflow.org"),
+    _may("reconcile", "create", "", "pods", "user"),
+    _may("reconcile", "watch", "", "services", "user"),
+    _may("reconcile", "update", KUBEFLOW, "pytorchjobs", "user", "mnist", "finalizers"),
+    _may("reconcile", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    _may("reconcile", "watch", KUBEFLOW, "mpijobs", "cluster"),
+    _may("reconcile", "create", "", "secrets", "user"),
+    _may("reconcile", "patch", "batch", "jobs", "user", "mnist-launcher"),
+    _may("reconcile", "create", "", "events", "user"),
+    _may("reconcile", "get", "", "configmaps", "install", "odh-training-queue-policy"),
+    _may("reconcile", "patch", LEASES, "leases", "install", "odh-training-queue"),
+    # the queue admits TrainJobs submitted through the training API by clearing spec.suspend
+    _may("reconcile", "list", TRAINER_API, "trainjobs", "user"),
+    _may("reconcile", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+    _not("reconcile", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    _not("reconcile", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist", "status"),
+    _not("reconcile", "delete", "", "namespaces", "cluster", "kube-system"),
+    _not("reconcile", "escalate", RBAC, "clusterroles", "cluster", "x"),
+    _not("reconcile", "bind", RBAC, "clusterroles", "cluster", "cluster-admin"),
+    _not("reconcile", "patch", RBAC, "clusterroles", "cluster", "cluster-admin"),
+    _not("reconcile", "delete", CRDS, "customresourcedefinitions", "cluster",
+         "trainjobs.trainer.kubeflow.org"),
+    _not("reconcile", "patch", CRDS, "customresourcedefinitions", "cluster",
+         "pytorchjobs.kubeflow.org"),
+    _not("reconcile", "patch", ADMISSION, "validatingwebhookconfigurations", "cluster",
+         "some-other-webhook"),
+    _not("reconcile", "delete", "apps", "deployments", "user", "web"),
+    _not("reconcile", "delete", "", "secrets", "user", "credentials"),
+    _not("reconcile", "delete", "", "serviceaccounts", "user", "default"),
+]
+GC = [
+    _may("gc", "delete", RBAC, "clusterroles", "cluster", "training-view"),
+    _may("gc", "delete", KUBEFLOW, "tfjobs", "user", "mnist"),
+    _may("gc", "delete", "", "pods", "user", "mnist-worker-0"),
+    _may("gc", "delete", "", "services", "user", "mnist-worker-0"),
+    _may("gc", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
+    _may("gc", "patch", "trainer.kubeflow.org", "clustertrainingruntimes", "cluster",
+         "torch-distributed"),
+    _may("gc", "delete", "apps", "deployments", "install", "kubeflow-trainer-controller-manager"),
+    _may("gc", "delete", "", "secrets", "install", "kubeflow-trainer-webhook-cert"),
+    _may("gc", "list", DSC, "datascienceclusters", "cluster"),
+    _may("gc", "get", CRDS, "customresourcedefinitions", "cluster",
+         "trainers.components.platform.opendatahub.io"),
+    _may("gc", "list", "apps", "deployments", "cluster"),
+    _may("gc", "get", CRDS, "customresourcedefinitions", "cluster", "pytorchjobs.kubeflow.org"),
+    _may("gc", "get", CRDS, "customresourcedefinitions", "cluster", "mpijobs.kubeflow.org"),
+    _not("gc", "get", CRDS, "customresourcedefinitions", "cluster", "widgets.example.com"),
+    _not("gc", "create", "", "pods", "user"),
+    _not("gc", "create", RBAC, "clusterroles", "cluster"),
+    _not("gc", "delete", RBAC, "clusterroles", "cluster", "cluster-admin"),
+    _not("gc", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist", "status"),
+    _not("gc", "create", "", "secrets", "user"),
+    _not("gc", "delete", "", "secrets", "user", "credentials"),
+    _not("gc", "delete", "", "configmaps", "user", "settings"),
+    _not("gc", "delete", "", "serviceaccounts", "user", "default"),
+    _not("gc", "delete", "apps", "deployments", "user", "web"),
+    _not("gc", "delete", CRDS, "customresourcedefinitions", "cluster",
+         "trainjobs.trainer.kubeflow.org"),
+    _not("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
+]
+STATUS = [
+    _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
+    _may("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer", "status"),
+    _may("status", "get", "", "configmaps", "install", "odh-trainer-config"),
+    _may("status", "list", "", "pods", "user"),
+    _may("status", "list", "apps", "deployments", "install"),
+    _may("status", "list", "apps", "deployments", "cluster"),
+    _may("status", "list", DSC, "datascienceclusters", "cluster"),
+    _may("status", "get", CRDS, "customresourcedefinitions", "cluster", "tfjobs.kubeflow.org"),
+    _may("status", "get", CRDS, "customresourcedefinitions", "cluster", "mxjobs.kubeflow.org"),
+    _not("status", "create", "", "pods", "user"),
+    _not("status", "delete", "", "pods", "user", "mnist-worker-0"),
+    _not("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
+    _not("status", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    _not("status", "get", "", "configmaps", "install", "kube-root-ca.crt"),
+    _not("status", "get", "", "secrets", "user", "credentials"),
+    _not("status", "watch", "apps", "deployments", "cluster"),
+    _not("status", "get", "apps", "deployments", "user", "web"),
+    _not("status", "get", CRDS, "customresourcedefinitions", "cluster",
+         "trainers.components.platform.opendatahub.io"),
+    _not("status", "list", CRDS, "customresourcedefinitions", "cluster"),
+    _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+]
+EVENTS = [
+    _may("events", "watch", TRAINERS, "trainers", "cluster"),
+    _may("events", "watch", KUBEFLOW, "pytorchjobs", "cluster"),
+    _may("events", "watch", "", "pods", "cluster"),
+    _may("events", "watch", "", "configmaps", "install"),
+    _may("events", "watch", "apps", "deployments", "install"),
+    _not("events", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    _not("events", "get", "", "secrets", "user", "credentials"),
+    _not("events", "watch", "", "configmaps", "user"),
+    _not("events", "watch", "apps", "deployments", "user"),
+]
+EXPECTATIONS: tuple[Expectation, ...] = (*RECONCILE, *GC, *STATUS, *EVENTS)
+# The all-in-one Service of `func deploy` (config/func) does what the three functions do.
+FUNC_IDENTITY = "functions"
+FUNCTION_IDENTITIES = ("reconcile", "gc", "status")
+
+
+def service_account(identity: str) -> str:
+    return f"odh-training-{identity}"
+
+
+def expectations_for(identity: str) -> list[Expectation]:
+    """``functions`` holds what reconcile, gc and status may do (nothing forbidden is checked:
+    one function's need is another's excess)."""
+    if identity == FUNC_IDENTITY:
+        return [e for e in EXPECTATIONS if e.identity in FUNCTION_IDENTITIES and e.allowed]
+    return [e for e in EXPECTATIONS if e.identity == identity]
+
+
+def permissions(identity: str, reviews: Iterable[AccessReview]) -> Finding:
+    """The SubjectAccessReview answers of one identity against its expectations."""
+    check = f"permissions-{identity}"
+    answers = [r for r in reviews if r.function == identity]
+    if not answers:
+        return Finding(check=check, status=Status.SKIP,
+                       summary=f"ServiceAccount {service_account(identity)} not installed")
+    missing = [r.describe() for r in answers if r.expected and not r.allowed]
+    excess = [r.describe() for r in answers if not r.expected and r.allowed]
+    if missing:
+        return Finding(check=check, status=Status.FAIL,
+                       summary=f"{service_account(identity)} may not do what its function "
+                               f"does ({len(missing)} denied)",
+                       fix="apply the install's RBAC again (config/rbac), in this namespace",
+                       details=tuple(missing + [f"allowed but not needed: {e}" for e in excess]))
+    if excess:
+        return Finding(check=check, status=Status.WARN,
+                       summary=f"{service_account(identity)} holds more than it needs",
+                       fix="remove the extra bindings of this ServiceAccount",
+                       details=tuple(f"allowed but not needed: {e}" for e in excess))
+    return Finding(check=check, status=Status.PASS,
+                   summary=f"{service_account(identity)}: {len(answers)} requests judged as "
+                           "expected")

@@ -1,0 +1,53 @@
+"""The profile report's pure parts: parsing py-spy's raw output and putting samples in
+categories."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.profile import OTHER, categorise, markdown, parse_raw, summarise
+
+ROOT = "run (gunicorn/workers/gthread.py:1)"
+
+
+@pytest.mark.parametrize(("frames", "category"), [
+    pytest.param([ROOT, "handle (functions/runtime/dispatch.py:9)",
+                  "status (functions/jobs/controller.py:99)",
+                  "apply_status (functions/kube/client.py:5)", "send (urllib3/connection.py:3)"],
+                 "API client (HTTP, JSON)", id="request-made-by-a-handler"),
+    pytest.param([ROOT, "handle (functions/runtime/dispatch.py:9)",
+                  "status_of (functions/jobs/core/plan.py:40)"],
+                 "handlers (read, plan, status)", id="handler-logic"),
+    pytest.param([ROOT, "answer (functions/runtime/endpoint.py:1)"],
+                 "runtime (route, coalesce, answer)", id="runtime"),
+    pytest.param([ROOT, "parse (gunicorn/http/parser.py:2)"], "HTTP serving (gunicorn, WSGI)",
+                 id="gunicorn"),
+    pytest.param(["_run (functions/kube/cache.py:1)", "watch (functions/kube/client.py:2)"],
+                 "API client (HTTP, JSON)", id="watch-stream-read"),
+    pytest.param(["_run (functions/kube/cache.py:1)", "put (functions/kube/store.py:2)"],
+                 "watch cache (decode, index)", id="cache-store"),
+    pytest.param(["_send (functions/runtime/recorder.py:1)", "create (functions/kube/client.py:1)"],
+                 "API client (HTTP, JSON)", id="event-write-is-a-request"),
+    pytest.param(["_record (functions/runtime/recorder.py:1)"],
+                 "events recorded (Event objects)", id="event-building"),
+    pytest.param(["main (bench/burst.py:1)"], OTHER, id="other"),
+])
+def test_categorise(frames: list[str], category: str) -> None:
+    assert categorise(frames) == category
+
+
+def test_parse_and_summarise() -> None:
+    text = ("a (x.py:1);status_of (functions/jobs/core/plan.py:2) 30\n"
+            "a (x.py:1);parse (gunicorn/http/parser.py:2) 10\n"
+            "garbage line\n")
+    stacks = parse_raw(text)
+    assert [count for _, count in stacks] == [30, 10]
+    found = summarise(stacks, rate=10.0)
+    assert found["seconds"] == 4.0
+    assert found["categories"]["handlers (read, plan, status)"] == {"seconds": 3.0,
+                                                                    "share": 0.75}
+    assert found["top_frames"][0] == {"frame": "a (x.py)", "share": 1.0}
+    report = markdown({"jobs": 5, "rate_hz": 10.0, "processes": {"status": found},
+                       "burst": {"created_s": 1, "running_s": 2,
+                                 "controller_cpu_s_at_end": 3, "deliveries": 4}})
+    assert "| handlers (read, plan, status) | 3.0 | 75% |" in report

@@ -1,0 +1,108 @@
+"""Every job kind of the framework table is wired everywhere a kind must be named: the event
+source, each function's Trigger, the roles of the functions, the event source and the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from functions.api.store import KINDS as API_KINDS
+from functions.jobs.controller import CONTROLLERS, RESOURCES
+from functions.jobs.core.frameworks import FRAMEWORKS, GROUP, Framework
+from functions.kube import resources
+
+REPO = Path(__file__).resolve().parents[2]
+Obj = dict[str, Any]
+KINDS = [pytest.param(fw, id=fw.kind) for fw in FRAMEWORKS]
+
+
+def documents(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def job_rules(path: Path, role: str) -> list[Obj]:
+    """The rules of ``role`` that name training-job kinds (top-level resources only)."""
+    doc = next(d for d in documents(path)
+               if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role)
+    return [r for r in doc["rules"] if GROUP in r["apiGroups"]]
+
+
+def trigger_kinds(trigger: Obj) -> set[str]:
+    """Kinds named by ``exact: {kind: ...}`` anywhere in a Trigger's filters."""
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            kind = (node.get("exact") or {}).get("kind")
+            if kind:
+                found.add(kind)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(trigger["spec"]["filters"])
+    return found
+
+
+@pytest.mark.parametrize("fw", KINDS)
+def test_kind_has_a_controller_resource_and_api_kind(fw: Framework) -> None:
+    res = RESOURCES[fw.kind]
+    assert (res.api_version, res.plural) == (fw.api_version, fw.plural)
+    assert resources.known(fw.api_version, fw.kind) == res
+    assert any(c.parent == res for c in CONTROLLERS)
+    assert res in API_KINDS
+
+
+@pytest.mark.parametrize("fw", KINDS)
+def test_event_source_and_every_trigger_carry_the_kind(fw: Framework) -> None:
+    sources = documents(REPO / "eventing" / "apiserversource.yaml")
+    carrying = [s["metadata"]["name"] for s in sources
+                if {"apiVersion": fw.api_version, "kind": fw.kind} in s["spec"]["resources"]]
+    # One source per optional group/version: the v1 kinds share the objects source.
+    assert carrying == (["odh-training-objects"] if fw.api_version == "kubeflow.org/v1"
+                        else ["odh-training-mpijobs"])
+    for trigger in documents(REPO / "eventing" / "triggers.yaml"):
+        assert fw.kind in trigger_kinds(trigger), trigger["metadata"]["name"]
+
+
+@pytest.mark.parametrize(("path", "role", "verbs", "subresource"), [
+    pytest.param("config/rbac/reconcile_role.yaml", "odh-training-reconcile",
+                 {"get", "list", "watch", "patch"}, ("finalizers", {"update"}), id="reconcile"),
+    pytest.param("config/rbac/status_role.yaml", "odh-training-status",
+                 {"get", "list", "watch"}, ("status", {"patch"}), id="status"),
+    pytest.param("config/rbac/gc_role.yaml", "odh-training-gc",
+                 {"get", "list", "watch", "delete"}, None, id="gc"),
+    pytest.param("config/api/rbac.yaml", "odh-training-api",
+                 {"get", "list", "create", "delete"}, None, id="api"),
+    pytest.param("eventing/rbac.yaml", "odh-training-events",
+                 {"get", "list", "watch"}, None, id="event-source"),
+])
+def test_roles_grant_every_kind_the_same_verbs(path: str, role: str, verbs: set[str],
+                                               subresource: tuple[str, set[str]] | None) -> None:
+    rules = job_rules(REPO / path, role)
+    plurals = {fw.plural for fw in FRAMEWORKS}
+    whole = [r for r in rules if "/" not in r["resources"][0]]
+    assert len(whole) == 1
+    assert set(whole[0]["resources"]) == plurals
+    assert set(whole[0]["verbs"]) == verbs
+    if subresource is not None:
+        name, sub_verbs = subresource
+        sub = next(r for r in rules if r["resources"][0].endswith(f"/{name}"))
+        assert set(sub["resources"]) == {f"{p}/{name}" for p in plurals}
+        assert set(sub["verbs"]) == sub_verbs
+
+
+def test_crds_and_samples_exist_for_every_kind() -> None:
+    crds = yaml.safe_load((REPO / "config" / "crd" / "kustomization.yaml").read_text())
+    samples = yaml.safe_load((REPO / "config" / "samples" / "kustomization.yaml").read_text())
+    for fw in FRAMEWORKS:
+        assert f"{fw.plural}.{GROUP}.yaml" in crds["resources"]
+        assert f"{fw.kind.lower()}.yaml" in samples["resources"]
+        sample = yaml.safe_load((REPO / "config" / "samples" / f"{fw.kind.lower()}.yaml")
+                                .read_text())
+        assert (sample["apiVersion"], sample["kind"]) == (fw.api_version, fw.kind)

@@ -9,6 +9,8 @@ one) in a copy of the admin kubeconfig. The token is not refreshed: it lives
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +41,15 @@ def service_account_token(kube: KubeClient, namespace: str, name: str, *,
 
 
 def token_kubeconfig(admin_kubeconfig: Path, token: str, out: Path) -> Path:
-    """A copy of the admin kubeconfig that authenticates with ``token`` instead."""
+    """A copy of the admin kubeconfig that authenticates with ``token`` instead. Written to a
+    new file renamed into place: the adapters of one identity share ``out``, and one that is
+    starting must never read it half-written by the next."""
     config = yaml.safe_load(admin_kubeconfig.read_text())
     config["users"] = [{"name": "token", "user": {"token": token}}]
     for context in config["contexts"]:
         context["context"]["user"] = "token"
-    out.write_text(yaml.safe_dump(config))
-    out.chmod(0o600)
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    with os.fdopen(fd, "w") as handle:  # mkstemp: 0600 from the start
+        handle.write(yaml.safe_dump(config))
+    os.replace(name, out)
     return out

@@ -35,7 +35,15 @@ from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
 from functions.jobs.core.model import Obj
-from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
+from functions.jobs.core.plan import (
+    RESTARTS_ANNOTATION,
+    Observed,
+    Plan,
+    gc_may_act,
+    gc_plan,
+    reconcile_plan,
+    status_of,
+)
 from functions.jobs.core.status import regresses
 from functions.jobs.pod_events import report_stuck_pods
 from functions.jobs.reads import (
@@ -104,11 +112,23 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         observed = observe(ctx, job, fresh=fresh)
         keys = new_ssh_keys() if fw.kind == "MPIJob" and observed.secret is None else None
         plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
-        if not plan.restarts or fresh:
+        if fresh or not (plan.restarts or _replaces(plan, observed, job_obj)):
             break
-        fresh = True  # a restart is counted and destroys evidence: decide it on fresh state
+        # A restart is counted and destroys evidence, and a replacement pod must not come from
+        # a job version that has not seen its end (its last restart counted, a final status):
+        # both are decided on fresh state.
+        fresh = True
     execute(ctx, fw, job_obj, plan, RECONCILE_MANAGER)
     return _result(plan.requeue_after)
+
+
+def _replaces(plan: Plan, observed: Observed, job_obj: Obj) -> bool:
+    """Whether ``plan`` creates pods for a job that already had pods: some of them exist, or
+    restarts were counted. A job's first pods (the burst's path) need no fresh read."""
+    if not any(obj.get("kind") == "Pod" for obj in plan.creates):
+        return False
+    annotations = (job_obj.get("metadata") or {}).get("annotations") or {}
+    return bool(observed.pods) or RESTARTS_ANNOTATION in annotations
 
 
 def _current_status(job_obj: Obj) -> Obj:

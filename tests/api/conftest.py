@@ -33,6 +33,8 @@ from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context
+from functions.trainer.core.api import CRD_FIELD_MANAGER
+from functions.trainer.core.api import FIELD_MANAGER as TRAINER_FIELD_MANAGER
 from tests.jobs.driver import JobDriver
 from tests.support import REPO, wait_for
 
@@ -92,10 +94,15 @@ def wait_allowed(client: FlaskClient, namespace: str, token: str) -> None:
 @pytest.fixture
 def trainer_crds(kube: KubeClient, upstream_manifests: Path) -> None:
     """The upstream TrainJob and runtime CRDs and the upstream torch-distributed
-    ClusterTrainingRuntime (applied per test: other tests delete the Trainer's CRDs)."""
-    apply_objects(kube, load_documents([
+    ClusterTrainingRuntime (applied per test: other tests delete the Trainer's CRDs), under
+    the field managers the Trainer applies them with, as a Trainer would have installed them:
+    the session cluster is shared, and the Trainer's tests check who manages these objects."""
+    documents = load_documents([
         upstream_manifests / "base" / "crds",
-        upstream_manifests / "base" / "runtimes" / "torch_distributed.yaml"]))
+        upstream_manifests / "base" / "runtimes" / "torch_distributed.yaml"])
+    crds = [d for d in documents if d["kind"] == "CustomResourceDefinition"]
+    apply_objects(kube, crds, CRD_FIELD_MANAGER)
+    apply_objects(kube, [d for d in documents if d not in crds], TRAINER_FIELD_MANAGER)
 
 
 @pytest.fixture

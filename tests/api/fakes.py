@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from functions.api.auth import SUBJECTACCESSREVIEWS, TOKENREVIEWS
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response, TransportError
@@ -22,6 +23,7 @@ from functions.kube.transport import Request, Response, TransportError
 TOKEN = "valid-token"
 USER = {"Authorization": f"Bearer {TOKEN}"}
 Mode = Literal["healthy", "unreachable", "fault"]
+COLLECTIONS = frozenset((*(fw.plural for fw in FRAMEWORKS), "trainjobs", "pods", "events"))
 
 
 class FakeApiServer:
@@ -52,11 +54,11 @@ class FakeApiServer:
             raise RuntimeError("a fault below the routes")
         body = json.loads(request.body) if request.body else {}
         path = request.path
-        if path.endswith("/tokenreviews"):
+        if path == TOKENREVIEWS.path():
             known = body.get("spec", {}).get("token") == TOKEN
             return _answer(201, {"status": {"authenticated": known, "user": {
                 "username": "system:serviceaccount:team:alice", "groups": ["team"]}}})
-        if path.endswith("/subjectaccessreviews"):
+        if path == SUBJECTACCESSREVIEWS.path():
             return _answer(201, {"status": {"allowed": self.allowed}})
         parts = path.strip("/").split("/")
         if "configmaps" in parts and request.method == "GET":
@@ -81,7 +83,9 @@ class FakeApiServer:
             return _answer(201, created)
         if request.method == "DELETE":
             return _answer(200, {"status": "Success"})
-        if parts[-1] in (*(fw.plural for fw in FRAMEWORKS), "trainjobs", "pods", "events"):
+        # A collection ends in its plural; an object named like a plural ("…/pytorchjobs/pods")
+        # is a single object that does not exist.
+        if parts[-1] in COLLECTIONS and (len(parts) < 2 or parts[-2] not in COLLECTIONS):
             return _answer(200, {"items": [], "metadata": {}})
         return _answer(404, {"reason": "NotFound", "message": "not found"})
 

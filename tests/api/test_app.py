@@ -62,6 +62,23 @@ def test_the_same_routes_answer_when_the_cluster_does(method: str, path: str,
     assert answer.status_code < 500, answer.get_data(as_text=True)
 
 
+@pytest.mark.parametrize("name", [
+    pytest.param("x", id="plain"),
+    pytest.param("pods", id="named-like-pods"),
+    pytest.param("pytorchjobs", id="named-like-a-kind"),
+    pytest.param("subjectaccessreviews", id="named-like-a-review"),
+])
+@pytest.mark.parametrize(("method", "suffix"), [
+    pytest.param("GET", "", id="get"), pytest.param("DELETE", "", id="delete"),
+    pytest.param("GET", "/logs", id="logs"), pytest.param("GET", "/events", id="events"),
+])
+def test_a_job_that_does_not_exist_is_404(method: str, suffix: str, name: str) -> None:
+    answer = app_client(FakeApiServer()).open(f"{BASE}/{name}{suffix}", method=method,
+                                              headers=USER)
+    assert answer.status_code == 404, answer.get_data(as_text=True)
+    assert answer.mimetype == "application/problem+json"
+
+
 def test_no_token_is_401_before_any_client_is_needed() -> None:
     answer = app_client(None).get(BASE)
     assert answer.status_code == 401

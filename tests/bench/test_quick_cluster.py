@@ -22,6 +22,7 @@ pytestmark = pytest.mark.cluster
 TESTED = tuple(suite for suite in SUITES if suite != "burst")
 
 
+@pytest.mark.timeout(900)  # seven suites, each on fresh clusters; the subprocess has the same
 def test_quick_bench_writes_every_result_file(bin_dir: Path, tmp_path: Path) -> None:
     env = {**os.environ, "TESTBIN_DIR": str(bin_dir)}
     done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,58 @@ def regressions(statuses: list[Obj]) -> list[str]:
     return found
 
 
+def _await_event_path(kube: KubeClient, stack: DevStack, timeout: float = 60.0) -> None:
+    """Wait until the adapter's watches deliver: it reports ready before they start, and with
+    the resync off a job created in that gap would never be heard of. A labelled Service is
+    created and deleted until its delete event (which the reconcile Trigger takes) arrives."""
+    router = stack.router
+    assert router is not None
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "event-path-probe", "namespace": NAMESPACE,
+                            "labels": {LABEL_JOB_NAME: "event-path-probe"}},
+               "spec": {"clusterIP": "None", "selector": {"probe": "none"}}}
+
+    def delivered() -> bool:
+        before = len(router.deliveries)
+        kube.create(copy.deepcopy(service), res=resources.SERVICES)
+        kube.delete(resources.SERVICES, "event-path-probe", NAMESPACE)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            if len(router.deliveries) > before:
+                return True
+            time.sleep(0.1)
+        return False
+
+    wait_for(delivered, timeout, 0.1, "the event path to deliver")
+    wait_for(lambda: kube.get(resources.SERVICES, "event-path-probe", NAMESPACE) is None,
+             30, 0.1, "the probe Service gone")
+
+
+def _unfinished(kube: KubeClient, stack: DevStack) -> str:
+    """Each unfinished job as it stands (conditions, restarts, pods) and what the event path
+    did: what a timeout needs to be understood."""
+    lines = []
+    for obj in kube.list(resources.PYTORCHJOBS, NAMESPACE):
+        conditions = [(c["type"], c["status"]) for c in obj.get("status", {}).get("conditions")
+                      or []]
+        if any(t in ("Succeeded", "Failed") and s == "True" for t, s in conditions):
+            continue
+        name = obj["metadata"]["name"]
+        pods = [(p["metadata"]["name"], p["metadata"]["uid"][:8], p.get("status", {}).get("phase"),
+                 bool(p["metadata"].get("deletionTimestamp")))
+                for p in kube.list(resources.PODS, NAMESPACE,
+                                   label_selector=f"{LABEL_JOB_NAME}={name}")]
+        lines.append(f"{name}: {conditions} annotations="
+                     f"{obj['metadata'].get('annotations')} pods={pods}")
+    router = stack.router
+    if router is not None:
+        deliveries = list(router.deliveries)
+        lines.append(f"deliveries {len(deliveries)}, retried "
+                     f"{sum(1 for d in deliveries if d.attempts > 1)}, dead letters "
+                     f"{len(router.dead_letters)}: {list(router.dead_letters)[:5]}")
+    return "\n".join(lines)
+
+
 @pytest.fixture(scope="module")
 def stack(bin_dir: Path) -> Iterator[DevStack]:
     dev = DevStack(bin_dir, resync_interval=0, replicas=REPLICAS,
@@ -143,6 +196,7 @@ def test_replicas_under_faults_end_every_job_exactly_right(stack: DevStack) -> N
     assert all(len(urls) == REPLICAS for urls in stack.replica_urls.values())
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                 res=resources.NAMESPACES)
+    _await_event_path(kube, stack)
     names = {f"ok-{i}": False for i in range(SUCCEEDING)} | {
         f"fail-{i}": True for i in range(FAILING)}
     with History(kube) as history:
@@ -155,7 +209,10 @@ def test_replicas_under_faults_end_every_job_exactly_right(stack: DevStack) -> N
                 condition(j, "Succeeded").get("status") == "True"
                 or condition(j, "Failed").get("status") == "True" for j in jobs)
 
-        wait_for(finished, 180, 0.5, "every job finished through events alone")
+        try:
+            wait_for(finished, 180, 0.5, "every job finished through events alone")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; unfinished:\n{_unfinished(kube, stack)}") from None
         jobs = {j["metadata"]["name"]: j for j in kube.list(resources.PYTORCHJOBS, NAMESPACE)}
     for name, fail in names.items():
         obj = jobs[name]

@@ -65,17 +65,9 @@ def _container(request: JobRequest, replica_type: str, trains: bool) -> Obj:
         container["args"] = list(request.args)
     if request.env:
         container["env"] = [{"name": k, "value": v} for k, v in sorted(request.env.items())]
-    requests: Obj = {}
-    limits: Obj = {}
-    if request.resources.cpu:
-        requests["cpu"] = request.resources.cpu
-    if request.resources.memory:
-        requests["memory"] = limits["memory"] = request.resources.memory
-    if trains and request.resources.gpus:
-        requests[queue.GPU_RESOURCE] = limits[queue.GPU_RESOURCE] = request.resources.gpus
-    if requests or limits:
-        container["resources"] = {k: v for k, v in (("requests", requests),
-                                                    ("limits", limits)) if v}
+    resources = trainjobs.container_resources(request.resources, gpus=trains)
+    if resources:
+        container["resources"] = resources
     return container
 
 

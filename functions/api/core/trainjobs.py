@@ -14,7 +14,7 @@ from typing import Any
 
 from functions.api.core import queue
 from functions.api.core.kinds import TRAINER_API_VERSION, TRAINJOB_KIND
-from functions.api.core.models import ReplicaCounts, TrainJobRequest
+from functions.api.core.models import ReplicaCounts, ResourceRequest, TrainJobRequest
 
 Obj = dict[str, Any]
 RUNTIME_KIND = "ClusterTrainingRuntime"
@@ -26,15 +26,17 @@ LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
-def resources_per_node(request: TrainJobRequest) -> Obj:
+def container_resources(resources: ResourceRequest, *, gpus: bool = True) -> Obj:
+    """A container's ``resources`` from a request (memory and GPUs are limits too; GPUs left
+    out where ``gpus`` is false); empty when nothing is asked."""
     requests: Obj = {}
     limits: Obj = {}
-    if request.resources.cpu:
-        requests["cpu"] = request.resources.cpu
-    if request.resources.memory:
-        requests["memory"] = limits["memory"] = request.resources.memory
-    if request.resources.gpus:
-        requests[queue.GPU_RESOURCE] = limits[queue.GPU_RESOURCE] = request.resources.gpus
+    if resources.cpu:
+        requests["cpu"] = resources.cpu
+    if resources.memory:
+        requests["memory"] = limits["memory"] = resources.memory
+    if gpus and resources.gpus:
+        requests[queue.GPU_RESOURCE] = limits[queue.GPU_RESOURCE] = resources.gpus
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
@@ -47,7 +49,7 @@ def build(request: TrainJobRequest, namespace: str, metadata: Obj) -> Obj:
         trainer["args"] = list(request.args)
     if request.env:
         trainer["env"] = [{"name": k, "value": v} for k, v in sorted(request.env.items())]
-    per_node = resources_per_node(request)
+    per_node = container_resources(request.resources)
     if per_node:
         trainer["resourcesPerNode"] = per_node
     return {"apiVersion": TRAINER_API_VERSION, "kind": TRAINJOB_KIND,

@@ -86,6 +86,7 @@ class Delivery:
     attempts: int
     delivered: bool
     error: str = ""
+    subject: str = ""  # the event's subject: the object's path for an ApiServerSource event
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,8 @@ class Router:
                  attributes: Mapping[str, str]) -> list[Future[Delivery]]:
         futures = []
         for subscription in self.matching(attributes):
-            future = self._pool.submit(self._deliver, subscription, request, attributes["id"])
+            future = self._pool.submit(self._deliver, subscription, request, attributes["id"],
+                                       attributes.get("subject", ""))
             with self._lock:
                 self._in_flight.add(future)
             future.add_done_callback(self._done)
@@ -211,7 +213,7 @@ class Router:
             self._in_flight.discard(future)
 
     def _deliver(self, subscription: Subscription, request: RecordedRequest,
-                 event_id: str) -> Delivery:
+                 event_id: str, subject: str) -> Delivery:
         spec = subscription.delivery
         headers = {**request.event_headers(), "Prefer": "reply"}
         result = SendResult(None, error="not sent")
@@ -225,7 +227,8 @@ class Router:
                     log.warning("router: %s answered %s with a body; a Broker treats that as "
                                 "a reply (or a 502 when it is not a CloudEvent)",
                                 subscription.name, result.status)
-                delivery = Delivery(subscription.name, event_id, result.status, attempts, True)
+                delivery = Delivery(subscription.name, event_id, result.status, attempts, True,
+                                    subject=subject)
                 self._note(delivery)
                 return delivery
             if not should_retry(result.status) or attempt == spec.retry:
@@ -236,7 +239,7 @@ class Router:
             if self._stopping.wait(delay):
                 break
         delivery = Delivery(subscription.name, event_id, result.status, attempts, False,
-                            result.error)
+                            result.error, subject)
         self._note(delivery)
         self._dead_letter(subscription, request, result, attempts)
         return delivery

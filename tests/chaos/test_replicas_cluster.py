@@ -129,29 +129,40 @@ def regressions(statuses: list[Obj]) -> list[str]:
 
 def _await_event_path(kube: KubeClient, stack: DevStack, timeout: float = 60.0) -> None:
     """Wait until the adapter's watches deliver: it reports ready before they start, and with
-    the resync off a job created in that gap would never be heard of. A labelled Service is
-    created and deleted until its delete event (which the reconcile Trigger takes) arrives."""
+    the resync off a job created in that gap would never be heard of. Each kind's watch starts
+    on its own, so a probe of each kind the test relies on at its start (a labelled Service,
+    which the reconcile Trigger takes, and a suspended PyTorchJob) is created and deleted until
+    an event for it arrives."""
     router = stack.router
     assert router is not None
     service = {"apiVersion": "v1", "kind": "Service",
                "metadata": {"name": "event-path-probe", "namespace": NAMESPACE,
                             "labels": {LABEL_JOB_NAME: "event-path-probe"}},
                "spec": {"clusterIP": "None", "selector": {"probe": "none"}}}
+    probe_job = copy.deepcopy(sample("PyTorchJob"))
+    probe_job["metadata"] = {"name": "event-path-probe", "namespace": NAMESPACE}
+    probe_job["spec"].setdefault("runPolicy", {})["suspend"] = True
+    for obj, res in ((service, resources.SERVICES), (probe_job, resources.PYTORCHJOBS)):
+        # the adapter's subject: /apis/<apiVersion>/namespaces/<ns>/<plural>/<name>
+        subject = f"/apis/{res.api_version}/namespaces/{NAMESPACE}/{res.plural}/event-path-probe"
 
-    def delivered() -> bool:
-        before = len(router.deliveries)
-        kube.create(copy.deepcopy(service), res=resources.SERVICES)
-        kube.delete(resources.SERVICES, "event-path-probe", NAMESPACE)
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            if len(router.deliveries) > before:
-                return True
-            time.sleep(0.1)
-        return False
+        def delivered(obj: Obj = obj, res: resources.Resource = res,
+                      subject: str = subject) -> bool:
+            before = len(router.deliveries)
+            kube.create(copy.deepcopy(obj), res=res)
+            kube.delete(res, "event-path-probe", NAMESPACE)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                if any(d.subject == subject for d in list(router.deliveries)[before:]):
+                    return True
+                time.sleep(0.1)
+            return False
 
-    wait_for(delivered, timeout, 0.1, "the event path to deliver")
-    wait_for(lambda: kube.get(resources.SERVICES, "event-path-probe", NAMESPACE) is None,
-             30, 0.1, "the probe Service gone")
+        wait_for(delivered, timeout, 0.1, f"the event path to deliver a {res.kind}")
+        def gone(res: resources.Resource = res) -> bool:
+            return kube.get(res, "event-path-probe", NAMESPACE) is None
+
+        wait_for(gone, 30, 0.1, f"the probe {res.kind} gone")
 
 
 def _unfinished(kube: KubeClient, stack: DevStack) -> str:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -134,6 +134,7 @@ class LocalKubelet:
         self._lock = threading.Lock()
         self._next_ip = 10
         self._threads: list[threading.Thread] = []
+        self._held: list[tuple[str, dict[str, Any]]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -150,6 +151,20 @@ class LocalKubelet:
             pods = list(self.pods.values())
         for pod in pods:
             self._kill(pod, grace=2.0)
+
+    @contextlib.contextmanager
+    def holding_new_pods(self) -> Iterator[None]:
+        """Start no new pod until the block ends, as a node slow to start containers would;
+        pods already running go on, and deleted ones are still stopped."""
+        with self._lock:
+            self._held = []
+        try:
+            yield
+        finally:
+            with self._lock:
+                held, self._held = self._held or [], None
+            for item in held:
+                self._events.put(item)
 
     def snapshot(self) -> list[LocalPod]:
         with self._lock:
@@ -218,6 +233,9 @@ class LocalKubelet:
         with self._lock:
             local = self.pods.get(uid)
         if kind == "DELETED" or (pod["metadata"].get("deletionTimestamp") and local):
+            with self._lock:
+                if self._held is not None:  # a held pod deleted meanwhile never starts
+                    self._held = [h for h in self._held if h[1]["metadata"]["uid"] != uid]
             if local is not None:
                 self._kill(local, grace=_grace(pod))
                 with self._lock:
@@ -226,6 +244,10 @@ class LocalKubelet:
         if local is not None:
             local.pod = pod
             return
+        with self._lock:
+            if self._held is not None:
+                self._held.append((kind, pod))
+                return
         binary = podspec.binary_for(pod)
         spec = pod.get("spec") or {}
         if (binary is None or not spec.get("nodeName") or pod["metadata"].get("deletionTimestamp")

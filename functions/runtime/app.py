@@ -85,6 +85,14 @@ def _controller_modules() -> tuple[str, ...]:
     return tuple(name.strip() for name in override.split(",") if name.strip())
 
 
+def _source_settle() -> float:
+    """``FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS`` overrides how long a restarted adapter runs
+    before the resync that catches up on its gap (:mod:`functions.core.event_sources`)."""
+    from functions.core.event_sources import SETTLE_SECONDS
+
+    return float(os.environ.get("FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS", SETTLE_SECONDS))
+
+
 def _default_kube_factory(on_request: RequestHook) -> KubeClient:
     """The process's client from the kubeconfig or the pod's ServiceAccount. For chaos tests,
     ``FUNCTIONS_API_FAULTS`` (e.g. ``rate=0.1,seed=1``) makes a share of its requests fail as
@@ -154,7 +162,8 @@ class FunctionRuntime:
             locks = KeyLocks() if len(self.functions) > 1 else None
             self.dispatchers = [
                 Dispatcher(name, controllers, self.kube, self.recorder, reader=self.reader,
-                           locks=locks, observer=metrics, resync_workers=self.resync_workers)
+                           locks=locks, observer=metrics, resync_workers=self.resync_workers,
+                           source_settle=_source_settle())
                 for name in self.functions]
             self.reader()
         except Exception as exc:

@@ -28,11 +28,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from functions.core.errors import PermanentError, TemporaryError
+from functions.core.event_sources import (
+    SETTLE_SECONDS,
+    SOURCE_NAME_LABEL,
+    after_adapter_event,
+    is_adapter_pod,
+    source_name,
+)
 from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
+from functions.kube import resources
 from functions.kube.client import ApiError
 from functions.runtime.outcomes import (
     BUG_RETRY_AFTER,
@@ -67,7 +76,7 @@ class Dispatcher:
                  kube: Callable[[], KubeClient], recorder: Callable[[], EventRecorder], *,
                  reader: Callable[[], Reader] | None = None, locks: KeyLocks | None = None,
                  observer: Observer | None = None, resync_workers: int = 4,
-                 lock_timeout: float = 60.0) -> None:
+                 lock_timeout: float = 60.0, source_settle: float = SETTLE_SECONDS) -> None:
         self.function: FunctionName = function
         self.controllers = [c for c in controllers if function in c.handlers]
         self.kube = kube
@@ -78,6 +87,7 @@ class Dispatcher:
         self.observer = observer
         self.resync_workers = resync_workers
         self.lock_timeout = lock_timeout
+        self.source_settle = source_settle
         self.timers = RequeueTimers(self.run)
         self._resync_guard = threading.Lock()
 
@@ -130,6 +140,9 @@ class Dispatcher:
         (the reader has not caught up with this event)."""
         if event.operation == "resync":
             return self.resync()
+        if (event.ref is not None and event.ref.kind == "Pod" and event.object is not None
+                and is_adapter_pod(event.object)):
+            return self.after_adapter_event(event)
         try:
             routes = self.routes(event)
         except TemporaryError as exc:
@@ -199,6 +212,26 @@ class Dispatcher:
         return outcome
 
     # -- resync -------------------------------------------------------------------------------
+
+    def after_adapter_event(self, event: ApiEvent) -> Outcome:
+        """An event about an ApiServerSource adapter's pod: once a stopped adapter's successor
+        has settled, resync what the gap may have lost (:mod:`functions.core.event_sources`)."""
+        assert event.object is not None
+        pod = event.object
+        name, namespace = source_name(pod), str(pod["metadata"].get("namespace") or "")
+        try:
+            pods = self.kube().list(resources.PODS, namespace,
+                                    label_selector=f"{SOURCE_NAME_LABEL}={name}")
+        except TemporaryError as exc:
+            return Outcome("retry", str(exc), exc.retry_after, 0, "temporary")
+        decision = after_adapter_event(event.operation, pod, pods, datetime.now(UTC),
+                                       settle=self.source_settle)
+        if decision.action == "ignore":
+            return Outcome("ignored", decision.reason)
+        if decision.action == "wait":
+            return Outcome("retry", decision.reason, decision.wait_seconds, 0, "source-restart")
+        log.info("%s resync: %s", self.function, decision.reason)
+        return self.resync()
 
     def resync(self) -> Outcome:
         """List every parent of this function's kinds (all namespaces) and run each."""

@@ -91,7 +91,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     found = {kind: kube.list(kube.resource_for(
         "sources.knative.dev/v1" if kind == "ApiServerSource" else "eventing.knative.dev/v1",
         kind), NAMESPACE) for kind in EVENT_KINDS}
-    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 5
+    assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 6
     assert len(found["Trigger"]) == 4  # three functions and the recorder
     for kind, objects in found.items():
         for obj in objects:
@@ -103,7 +103,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     adapters = [d for d in deployments
                 if any(o.get("kind") == "ApiServerSource"
                        for o in d["metadata"].get("ownerReferences") or [])]
-    assert len(adapters) == 5
+    assert len(adapters) == 6
     assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
@@ -256,6 +256,47 @@ def test_a_deleted_trainer_child_is_replaced_on_its_delete_event(stack: DevStack
                       if e.get("type") == "dev.knative.apiserver.resource.delete"
                       and e.get("component") == "trainer"], 10, 0.1,
              f"the delete event through the Broker; its events: {of_child()}")
+
+
+def test_a_change_while_an_adapter_restarts_converges_without_the_resync(
+        stack: DevStack, kube: KubeClient) -> None:
+    """The adapter that watches every namespace stops (its pod deleted) and its successor
+    is slow to start; a job created in between is in no event (a restarted adapter's first
+    list sends none). The adapter pods' own source reports the delete, and once the successor
+    has settled each function resyncs: the job runs to its end with no PingSource."""
+    knative = stack.knative
+    assert knative is not None and knative.kubelet is not None
+    selector = "eventing.knative.dev/sourceName=odh-training-objects"
+    wait_for(lambda: len(kube.list(resources.PODS, NAMESPACE, label_selector=selector)) == 1,
+             60, 0.2, "one adapter pod of odh-training-objects")  # no rollout under way
+    [old] = kube.list(resources.PODS, NAMESPACE, label_selector=selector)
+    [local] = [p for p in knative.kubelet.snapshot() if p.uid == old["metadata"]["uid"]]
+    job = succeeding_job("PyTorchJob", "default")
+    name = job["metadata"]["name"]
+    with knative.kubelet.holding_new_pods():
+        kube.delete(resources.PODS, old["metadata"]["name"], NAMESPACE)
+        wait_for(lambda: local.process is None or local.process.poll() is not None, 30, 0.1,
+                 "the old adapter to stop")
+        kube.apply(job, "e2e-user")
+        started = time.monotonic()
+        time.sleep(2)
+        of_job = [e for e in map(attributes, knative.events())
+                  if e.get("kind") == "PyTorchJob" and e.get("name") == name]
+        assert of_job == [], "the job's create was not in the gap"
+    wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "default"), "Succeeded")
+             .get("status") == "True", 90, 0.5, "the job created in the gap to succeed")
+    print(f"job created in the adapter's gap Succeeded {time.monotonic() - started:.1f}s later")
+    stopped = [e for e in map(attributes, knative.events())
+               if e.get("component") == "event-source" and e.get("name") == old["metadata"]["name"]
+               and e.get("type") == "dev.knative.apiserver.resource.delete"]
+    assert stopped, "the adapter pod's delete event through the Broker"
+    adds = [e for e in map(attributes, knative.events())
+            if e.get("kind") == "PyTorchJob" and e.get("name") == name
+            and e.get("type") == "dev.knative.apiserver.resource.add"]
+    assert adds == []  # what ran it was the resync, not a late event
+    assert stack.cluster is not None
+    log = (stack.cluster.logs / "function-reconcile.log").read_text()
+    assert "reconcile resync: an adapter pod of odh-training-objects was deleted" in log
 
 
 class Subscriber:

@@ -24,9 +24,9 @@ EVENTING = Path(__file__).resolve().parents[2] / "eventing"
 
 # (group, kind) -> why no ApiServerSource watches it (yet): such changes wait for the resync.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("", "Secret"): "Trainer children (labelled): needs a Reference-mode source (bodies are "
-                    "sensitive), and the runtime cannot map a deleted object it only has a "
-                    "reference to",
+    ("", "Secret"): "Trainer children (labelled), left to the resync by choice: a source for "
+                    "them would let the adapters' ServiceAccount read every Secret of the "
+                    "namespace (RBAC cannot grant by label), even in Reference mode",
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"):
         "Trainer children (labelled): their CRD comes with the Trainer, after the adapter "
         "started, and v0.49.2's adapter skips a kind it could not discover at start",

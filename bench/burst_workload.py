@@ -31,7 +31,8 @@ from bench.jobs import _job
 from functions.cluster import kwok
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import parse_job
-from functions.jobs.core.objects import Settings, desired_pod, desired_service
+from functions.jobs.core.objects import desired_pod, desired_service
+from functions.jobs.core.settings import Settings
 from functions.kube import resources
 from functions.kube.config import from_kubeconfig
 from functions.kube.resources import Resource

@@ -34,7 +34,8 @@ from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import parse_job
-from functions.jobs.core.objects import Settings, desired_pod, desired_service
+from functions.jobs.core.objects import desired_pod, desired_service
+from functions.jobs.core.settings import Settings
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.recorder import EventRecorder

@@ -27,8 +27,6 @@ import json
 import logging
 import os
 import queue
-import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -42,6 +40,7 @@ from typing import Any
 from functions.cluster.runner import stop_process_group
 from functions.core.errors import TemporaryError
 from functions.dev.core import podspec
+from functions.dev.sandbox import SANDBOX, probe_once
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -52,7 +51,6 @@ REPO = Path(__file__).resolve().parents[2]
 STRATEGIC = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "odh-local-kubelet"
 MAX_GRACE_SECONDS = 10.0
-SANDBOX = ("unshare", "--user", "--map-root-user", "--net", "--")
 HOST_IP = "10.240.0.1"
 
 
@@ -102,20 +100,6 @@ class LocalPod:
 
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def sandbox_available() -> str | None:
-    """``None`` when pods can get network namespaces here, else why not."""
-    try:
-        done = subprocess.run([*SANDBOX, "true"], capture_output=True, text=True, timeout=10,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot run unshare: {exc}"
-    if done.returncode != 0:
-        return (f"`unshare --user --map-root-user --net` failed ({done.stderr.strip()}): "
-                "the local Knative stack needs network namespaces (run as root, or allow "
-                "unprivileged user namespaces)")
-    return None
 
 
 class LocalKubelet:
@@ -393,25 +377,3 @@ class LocalKubelet:
 def _grace(pod: dict[str, Any]) -> float:
     seconds = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return min(MAX_GRACE_SECONDS, float(30 if seconds is None else seconds))
-
-
-def probe_once(path: Path, probe: podspec.Probe, pod_ip: str) -> bool:
-    """One HTTP(S) GET through the pod's socket for ``probe.port``; 200-399 passes."""
-    try:
-        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as raw:
-            raw.settimeout(probe.timeout)
-            raw.connect(str(path))
-            sock: socket.socket = raw
-            if probe.scheme.upper() == "HTTPS":
-                context = ssl.create_default_context()
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE  # a kubelet does not verify probes either
-                sock = context.wrap_socket(raw)
-            headers = "".join(f"{k}: {v}\r\n" for k, v in probe.headers)
-            sock.sendall((f"GET {probe.path} HTTP/1.1\r\nHost: {pod_ip}:{probe.port}\r\n"
-                          f"User-Agent: kube-probe/1.35\r\nConnection: close\r\n{headers}\r\n")
-                         .encode("latin-1"))
-            first = sock.recv(64).split(b"\r\n", 1)[0].split()
-            return len(first) >= 2 and first[1].isdigit() and 200 <= int(first[1]) < 400
-    except (OSError, ssl.SSLError):
-        return False

@@ -29,7 +29,7 @@ from functions.cluster.runner import Component, LocalCluster, free_port, stop_pr
 from functions.dev import knative
 from functions.dev.core.podspec import IMAGE_BINARIES
 from functions.dev.knative_stack import KnativeEventing, cron_every
-from functions.dev.kubelet import sandbox_available
+from functions.dev.sandbox import sandbox_available
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
 from functions.runtime.eventing import adapter_environment, load_manifests

@@ -35,15 +35,8 @@ from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
 from functions.jobs.core.model import Obj
-from functions.jobs.core.plan import (
-    RESTARTS_ANNOTATION,
-    Observed,
-    Plan,
-    gc_may_act,
-    gc_plan,
-    reconcile_plan,
-    status_of,
-)
+from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
+from functions.jobs.core.planning import RESTARTS_ANNOTATION, Observed, Plan
 from functions.jobs.core.status import regresses
 from functions.jobs.pod_events import report_stuck_pods
 from functions.jobs.reads import (

@@ -14,9 +14,9 @@ from functions.jobs.core import mpi
 from functions.jobs.core.frameworks import LABEL_JOB_NAME, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_version
 from functions.jobs.core.model import Job, Obj, parse_job, reparse_job
-from functions.jobs.core.objects import Settings
-from functions.jobs.core.plan import Observed
+from functions.jobs.core.planning import Observed
 from functions.jobs.core.pods import controlled_by, uid_of
+from functions.jobs.core.settings import Settings
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource

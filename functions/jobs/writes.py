@@ -12,7 +12,7 @@ from functions.jobs import metrics
 from functions.jobs.core.frameworks import Framework
 from functions.jobs.core.model import Obj
 from functions.jobs.core.objects import Notice
-from functions.jobs.core.plan import RESTARTED_PODS_ANNOTATION, RESTARTS_ANNOTATION, Plan
+from functions.jobs.core.planning import RESTARTED_PODS_ANNOTATION, RESTARTS_ANNOTATION, Plan
 from functions.jobs.core.pods import name_of, uid_of
 from functions.jobs.reads import RESOURCES
 from functions.jobs.taken import refuse_if_foreign

@@ -17,10 +17,9 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from functions.runtime.app import FunctionRuntime
     from functions.runtime.outcomes import Outcome
 
 log = logging.getLogger(__name__)
@@ -47,6 +46,24 @@ def problem_answer(status: int, detail: str, *, retry_after: float | None = None
 
 
 ACCEPTED: Answer = (202, [("Content-Length", "0")], b"")
+
+
+class Metrics(Protocol):
+    def event(self, function: str, event_type: str, kind: str, outcome: str) -> None: ...
+
+
+class Receiver(Protocol):
+    """What the endpoint needs of a function's runtime (:class:`~functions.runtime.app.
+    FunctionRuntime`)."""
+
+    function: str
+    max_body_bytes: int
+
+    def wait_ready(self, timeout: float) -> str | None: ...
+
+    def metrics(self) -> Metrics: ...
+
+    def receive(self, headers: dict[str, str], body: bytes) -> Answer: ...
 
 
 def outcome_answer(outcome: Outcome) -> Answer:
@@ -85,7 +102,7 @@ def read_body(environ: Mapping[str, Any], limit: int) -> bytes | None:
 class EventEndpoint:
     """WSGI middleware: ``POST /`` is handled here, the rest by ``fallback`` (Flask)."""
 
-    def __init__(self, runtime: FunctionRuntime, fallback: WsgiApp) -> None:
+    def __init__(self, runtime: Receiver, fallback: WsgiApp) -> None:
         self.runtime = runtime
         self.fallback = fallback
 

@@ -31,7 +31,7 @@ from functions.cluster import kwok
 from functions.core.errors import TemporaryError
 from functions.dev.stack import DevStack
 from functions.jobs.core.frameworks import LABEL_JOB_NAME
-from functions.jobs.core.plan import RESTARTS_ANNOTATION
+from functions.jobs.core.planning import RESTARTS_ANNOTATION
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.jobs.driver import sample

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from functions.jobs.core.frameworks import PYTORCH
-from functions.jobs.core.plan import Plan
+from functions.jobs.core.planning import Plan
 from functions.jobs.writes import RECONCILE_MANAGER, execute
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from functions.jobs.core.defaults import port_of
 from functions.jobs.core.frameworks import JAX, MXNET, PADDLE, PYTORCH, TENSORFLOW, XGBOOST
 from functions.jobs.core.model import Job, Obj
-
-if TYPE_CHECKING:
-    from functions.jobs.core.objects import Settings
+from functions.jobs.core.settings import Settings
 
 TF_TYPES = ("Chief", "Evaluator", "Master", "PS", "Worker")
 

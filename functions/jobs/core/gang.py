@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from functions.jobs.core.model import Job, Obj
-from functions.jobs.core.objects import VOLCANO, Settings, owner_reference
+from functions.jobs.core.objects import owner_reference
+from functions.jobs.core.settings import VOLCANO, Settings
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 PLUGINS_API = "scheduling.x-k8s.io/v1alpha1"

@@ -17,12 +17,11 @@ from functions.jobs.core.frameworks import LABEL_REPLICA_INDEX as LABEL_INDEX
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.objects import (
     PLUGINS_POD_GROUP_LABEL,
-    VOLCANO,
     VOLCANO_GROUP_ANNOTATION,
-    Settings,
     owner_reference,
     pod_restart_policy,
 )
+from functions.jobs.core.settings import VOLCANO, Settings
 
 CONFIG_MOUNT = "/etc/mpi"
 SSH_VOLUME = "ssh-auth"

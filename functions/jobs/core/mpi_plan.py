@@ -8,8 +8,7 @@ from functions.jobs.core import mpi
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
-from functions.jobs.core.objects import Settings
-from functions.jobs.core.plan import (
+from functions.jobs.core.planning import (
     Observed,
     Plan,
     apply_if_changed,
@@ -23,6 +22,7 @@ from functions.jobs.core.pods import (
     phase,
     terminating,
 )
+from functions.jobs.core.settings import Settings
 
 
 def _ready(pod: Obj) -> bool:

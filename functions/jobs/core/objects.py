@@ -20,23 +20,11 @@ from functions.jobs.core.frameworks import (
     PYTORCH,
 )
 from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.settings import VOLCANO, Settings
 
-VOLCANO = "volcano"
-SCHEDULER_PLUGINS = "scheduler-plugins"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
 PLUGINS_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Operator-wide knobs (upstream command-line flags), read once by the adapter."""
-
-    gang_scheduler: str = ""                 # "", "volcano" or "scheduler-plugins"
-    gang_scheduler_name: str = "scheduler-plugins-scheduler"
-    cluster_domain: str = ""                 # CUSTOM_CLUSTER_DOMAIN for TF_CONFIG
-    init_container_image: str = "alpine:3.10"
-    init_container_max_tries: int = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,7 @@ derived status is finished) use the derived status at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from functions.jobs.core import conditions as c
@@ -28,72 +27,19 @@ from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.frameworks import MPI, PYTORCH
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.mpi_plan import mpi_reconcile_plan
 from functions.jobs.core.mpi_status import derive_mpi_status
-from functions.jobs.core.pods import (
-    by_type,
-    failed_pods,
-    index_of,
-    name_of,
-    phase,
-    role_of,
-    terminating,
-    uid_of,
+from functions.jobs.core.planning import (
+    Observed,
+    Plan,
+    apply_if_changed,
+    restarts_due,
+    sort_pods,
+    workers_of,
 )
+from functions.jobs.core.pods import by_type, index_of, name_of, phase, terminating
+from functions.jobs.core.settings import Settings
 from functions.jobs.core.status import StatusOutcome, derive_status
-
-RESTARTS_ANNOTATION = "training.opendatahub.io/restarts"
-# The uids of the pods counted by the last update of RESTARTS_ANNOTATION (comma-separated).
-RESTARTED_PODS_ANNOTATION = "training.opendatahub.io/restarted-pods"
-
-
-@dataclass
-class Observed:
-    """What a handler read: the job and the children it controls (by ownerReference)."""
-
-    job: Job
-    pods: list[Obj] = field(default_factory=list)
-    services: list[Obj] = field(default_factory=list)
-    hpa: Obj | None = None
-    podgroup: Obj | None = None
-    podgroup_supported: bool = False
-    # MPIJob only
-    config_map: Obj | None = None
-    secret: Obj | None = None
-    launcher: Obj | None = None
-
-    @property
-    def restarts(self) -> int:
-        try:
-            return int(self.job.annotations.get(RESTARTS_ANNOTATION, "0"))
-        except ValueError:
-            return 0
-
-
-@dataclass
-class Plan:
-    """Writes to make, in order: deletes, then applies (create-or-update), then creates."""
-
-    creates: list[Obj] = field(default_factory=list)
-    applies: list[Obj] = field(default_factory=list)
-    deletes: list[Obj] = field(default_factory=list)
-    restarts: list[Obj] = field(default_factory=list)      # pods deleted to be recreated
-    delete_job: bool = False
-    notices: list[o.Notice] = field(default_factory=list)
-    requeue_after: float | None = None
-
-    @property
-    def empty(self) -> bool:
-        return not (self.creates or self.applies or self.deletes or self.restarts
-                    or self.delete_job)
-
-
-def workers_of(observed: Observed) -> tuple[list[Obj], list[Obj]]:
-    """MPIJob pods split into (workers, launcher pods) by their role label."""
-    workers: list[Obj] = []
-    launchers: list[Obj] = []
-    for pod in observed.pods:
-        (launchers if role_of(pod) == "launcher" else workers).append(pod)
-    return workers, launchers
 
 
 def status_of(observed: Observed, now: datetime) -> StatusOutcome | None:
@@ -126,27 +72,7 @@ def desired_hpa(job: Job) -> Obj:
     }
 
 
-def covers(observed: object, desired: object) -> bool:
-    """Every field of ``desired`` is present with the same value in ``observed``."""
-    if isinstance(desired, dict):
-        return isinstance(observed, dict) and all(
-            covers(observed.get(k), v) for k, v in desired.items())
-    if isinstance(desired, list):
-        return (isinstance(observed, list) and len(observed) == len(desired)
-                and all(covers(a, b) for a, b in zip(observed, desired, strict=True)))
-    return observed == desired
-
-
-def apply_if_changed(plan: Plan, observed: Obj | None, desired: Obj,
-                     keys: Sequence[str] = ("spec",)) -> None:
-    """Create ``desired`` when absent, apply it when a field under ``keys`` differs."""
-    if observed is None:
-        plan.creates.append(desired)
-    elif not all(covers(observed.get(k), desired.get(k)) for k in keys):
-        plan.applies.append(desired)
-
-
-def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
+def reconcile_plan(observed: Observed, now: datetime, settings: Settings,
                    ssh_keys: object = None) -> Plan:
     """Children to create and delete for a job that is neither finished nor foreign."""
     job = with_defaults(observed.job)
@@ -154,8 +80,6 @@ def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
     if job.managed_externally or job.deleting:
         return plan
     if job.framework == MPI:
-        from functions.jobs.core.mpi_plan import mpi_reconcile_plan
-
         return mpi_reconcile_plan(job, observed, now, settings, ssh_keys)
     outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
     if outcome is None or job.status.finished or outcome.status.finished:
@@ -179,34 +103,7 @@ def reconcile_plan(observed: Observed, now: datetime, settings: o.Settings,
     return plan
 
 
-def restarts_due(job: Job, pods: Sequence[Obj]) -> set[str]:
-    """UIDs of failed pods to delete for a restart, once the persisted status says Restarting."""
-    if not job.status.is_true(c.RESTARTING):
-        return set()
-    return {uid_of(f.pod) for f in failed_pods(job, pods) if f.restart}
-
-
-def sort_pods(plan: Plan, pods: Sequence[Obj], replicas: int, restart: set[str],
-              index: Callable[[Obj], int | None] = index_of) -> set[int]:
-    """Queue the deletion of pods past ``replicas`` and the restart of those in ``restart``.
-
-    Returns the indices present (-1 for a pod without one), terminating pods included, so
-    the caller creates only what is missing.
-    """
-    present: set[int] = set()
-    for pod in pods:
-        position = index(pod)
-        present.add(position if position is not None else -1)
-        if terminating(pod):
-            continue
-        if position is None or position >= replicas:
-            plan.deletes.append(pod)
-        elif uid_of(pod) in restart:
-            plan.restarts.append(pod)
-    return present
-
-
-def _replicas(plan: Plan, job: Job, observed: Observed, settings: o.Settings) -> None:
+def _replicas(plan: Plan, job: Job, observed: Observed, settings: Settings) -> None:
     restart = restarts_due(job, observed.pods)
     services = by_type(job, observed.services)
     for rtype, pods in by_type(job, observed.pods).items():

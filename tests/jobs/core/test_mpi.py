@@ -8,9 +8,10 @@ import pytest
 from functions.jobs.core import mpi
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.mpi_status import derive_mpi_status
-from functions.jobs.core.objects import Settings
-from functions.jobs.core.plan import Observed, gc_plan, reconcile_plan
+from functions.jobs.core.plan import gc_plan, reconcile_plan
+from functions.jobs.core.planning import Observed
 from functions.jobs.core.pods import name_of
+from functions.jobs.core.settings import Settings
 from tests.jobs.fixtures import NOW, condition, job, stamp, summary
 
 FILE = "mpijob-pi.yaml"

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.objects import Settings, desired_pod, desired_service, object_name
+from functions.jobs.core.objects import desired_pod, desired_service, object_name
+from functions.jobs.core.settings import Settings
 from tests.jobs.fixtures import job, load
 
 OWNER = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist",

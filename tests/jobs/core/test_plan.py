@@ -6,16 +6,11 @@ from typing import Any
 import pytest
 
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.objects import Settings, desired_pod, desired_service
-from functions.jobs.core.plan import (
-    RESTARTS_ANNOTATION,
-    Observed,
-    gc_may_act,
-    gc_plan,
-    reconcile_plan,
-    status_of,
-)
+from functions.jobs.core.objects import desired_pod, desired_service
+from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
+from functions.jobs.core.planning import RESTARTS_ANNOTATION, Observed
 from functions.jobs.core.pods import name_of
+from functions.jobs.core.settings import Settings
 from tests.jobs.fixtures import NOW, condition, job, pod, stamp
 
 PT = "pytorch-master-workers.yaml"

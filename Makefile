@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export GOTOOLCHAIN := local
 export GOWORK := off
 
-.PHONY: venv testbin dev test unit lint bench profile clean-testbin
+.PHONY: venv testbin dev test unit lint bench profile devstack-bench clean-testbin
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: venv
 profile: venv
 	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench.profile $(PROFILE_ARGS)
+
+# the dev stack's start-up and the recorded build times: bench/results/devstack.md
+devstack-bench: venv
+	$(PY) -m bench.devstack
 
 clean-testbin:
 	rm -rf $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/build $${XDG_CACHE_HOME:-$$HOME/.cache}/odh-training-functions/bin

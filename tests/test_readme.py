@@ -1,5 +1,6 @@
-"""Every figure the README's "Measured" section states comes from the committed benchmark run
-(bench/results/latest.json): when either changes without the other, this fails."""
+"""Every figure the README states comes from a committed benchmark result: the "Measured"
+section's from the benchmark run (bench/results/latest.json), the start-up and build times
+from bench/results/devstack.json. When either changes without the other, this fails."""
 
 from __future__ import annotations
 
@@ -79,3 +80,24 @@ def test_readme_profile_claims_are_the_committed_profile() -> None:
     reconcile, status = seconds["reconcile"], seconds["status"]
     assert reconcile[API] > sum(v for c, v in reconcile.items() if c != API)
     assert sum(status.get(c, 0.0) for c in SERVING) > status[HANDLERS]
+
+
+DEVSTACK = json.loads((REPO / "bench" / "results" / "devstack.json").read_text())
+README = " ".join((REPO / "README.md").read_text().split())
+
+
+def test_readme_start_up_times_are_the_committed_devstack_result() -> None:
+    knative, emulated = DEVSTACK["knative"]["ready_s"], DEVSTACK["emulated"]["ready_s"]
+    assert (f"ready in {knative['median']:.1f} s on a 2-core machine (median of "
+            f"{DEVSTACK['repeats']} starts, {knative['min']:.1f} to {knative['max']:.1f} s; the "
+            f"emulated path: {emulated['median']:.1f} s") in README
+
+
+def test_readme_build_times_are_the_committed_build_records() -> None:
+    builds = DEVSTACK["build_seconds"]
+    assert (f"is kubernetes {builds['kubernetes']} s, kwok {builds['kwok']} s, etcd "
+            f"{builds['etcd']} s, kustomize {builds['kustomize']} s and the Knative Eventing "
+            f"commands {builds['knative']} s") in README
+    together = sum(builds[g] for g in ("kubernetes", "kwok", "etcd", "kustomize", "knative"))
+    assert f"{together / 60:.1f} minutes together" in README
+    assert f"baseline ({builds['training-operator']} s;" in README

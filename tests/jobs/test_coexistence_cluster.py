@@ -104,8 +104,9 @@ def test_a_new_job_is_left_to_the_training_operator_until_it_goes(
 
     training_operator.stop()
     memo.ttl = 0.5
-    driver.run_until(lambda: driver.all_running(2), what="the job's pods to run")
-    assert driver.condition("Running") is not None
+    # the pods may turn Running after a step's status pass: the next step's sees them
+    driver.run_until(lambda: driver.all_running(2) and driver.condition("Running"),
+                     what="the job's pods to run and the job Running")
     assert len(driver.services()) == 2
     assert len(conflict_events(kube, namespace, "mnist")) == 1
 

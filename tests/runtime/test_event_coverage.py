@@ -8,7 +8,7 @@ source watches fails here, and so does a gap that a source now covers but that i
 Only the sources are checked here, not the Triggers' filters (ConfigMaps, for one, are watched
 in the operand namespace, but only the platform ConfigMap's events pass the reconcile Trigger).
 That the created objects match the sources' selectors is proven end to end
-(``tests/dev/test_dev_e2e.py``: each job's recorded events name every child kind it maps).
+(``tests/dev/e2e/test_event_path.py``: each job's recorded events name every child kind it maps).
 """
 
 from __future__ import annotations

@@ -1,89 +1,31 @@
-"""End to end, as a user runs it: ``python -m functions dev``'s stack with the real Knative
-Eventing (controllers, webhook, Broker ingress and filter, in-memory channel, the
-ApiServerSource adapters the controller deploys) in front of the functions, which run under
-gunicorn with their own ServiceAccount tokens. The resync is off (no PingSource), so every
-step is driven by the adapter's events through the Broker.
-
-A recording Trigger (no filter) on the Broker keeps every event the Broker accepted, which is
-how each test proves where the events that drove it came from. Set ``UPDATE_RECORDINGS=1`` to
-keep that stream under ``tests/data/recordings/``.
-"""
+"""End to end, as a user runs it, through the real Knative Eventing with the resync off
+(``conftest.py``): the event path Ready by the real controllers, each job kind run to its end on
+the adapter's events, and the Trainer made Ready and repaired on the events of its children."""
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import shutil
-import threading
 import time
-import urllib.request
-import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from functions.dev import knative
+from functions.dev.knative_stack import RECORDER_TRIGGER
 from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
-from functions.runtime.post_server import PostServer
-from functions.runtime.recording import RecordedRequest
 from functions.runtime.registry import load_controllers
 from functions.trainer import kinds
 from tests.chaos.scenario import succeeding_job
+from tests.dev.e2e.conftest import NAMESPACE, attributes, objects_adapter
 from tests.runtime.test_event_coverage import watched_kinds
 from tests.support import REPO, condition, wait_for
 
-RECORDINGS = REPO / "tests" / "data" / "recordings"
 SAMPLES = REPO / "config" / "samples"
-NAMESPACE = "opendatahub"
-BROKER = "odh-training"
 EVENT_KINDS = ("Broker", "Trigger", "ApiServerSource")
-PROBE_TYPE = "dev.odh.e2e.delivery"
-PROBE_RETRIES = 3
-
-
-def attributes(event: RecordedRequest) -> dict[str, str]:
-    """The CloudEvent attributes of a binary-mode request (``ce-`` headers, lower-cased)."""
-    return {k.lower().removeprefix("ce-"): v for k, v in event.headers.items()
-            if k.lower().startswith("ce-")}
-
-
-@pytest.fixture(scope="module")
-def stack(bin_dir: Path, upstream_manifests: Path,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
-    recording = tmp_path_factory.mktemp("recording") / "e2e-samples.jsonl"
-    dev = DevStack(bin_dir, trainer_manifests=upstream_manifests, resync_interval=0,
-                   record=recording, recording=True)
-    started = time.monotonic()
-    dev.start()
-    print(f"dev stack ready in {time.monotonic() - started:.1f}s: {dev.timings}")
-    try:
-        yield dev
-    except BaseException:
-        assert dev.cluster is not None
-        print(dev.cluster.logs_summary(60))
-        raise
-    finally:
-        if dev.cluster is not None:
-            for component in dev.processes:
-                print(f"--- {component.name} ---\n{component.tail(40)}")
-        dev.stop()
-        if os.environ.get("UPDATE_RECORDINGS") and recording.exists():
-            RECORDINGS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(recording, RECORDINGS / recording.name)
-
-
-@pytest.fixture(scope="module")
-def kube(stack: DevStack) -> KubeClient:
-    assert stack.cluster is not None
-    return stack.cluster.client()
 
 
 def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
@@ -92,7 +34,9 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
         "sources.knative.dev/v1" if kind == "ApiServerSource" else "eventing.knative.dev/v1",
         kind), NAMESPACE) for kind in EVENT_KINDS}
     assert len(found["Broker"]) == 1 and len(found["ApiServerSource"]) == 6
-    assert len(found["Trigger"]) == 4  # three functions and the recorder
+    # three functions and the recorder (and a test's own, when it ran first)
+    assert {"odh-training-reconcile", "odh-training-gc", "odh-training-status",
+            RECORDER_TRIGGER} <= {t["metadata"]["name"] for t in found["Trigger"]}
     for kind, objects in found.items():
         for obj in objects:
             ready = knative.ready_condition(obj)
@@ -117,14 +61,6 @@ def test_functions_run_as_their_own_service_accounts(stack: DevStack) -> None:
     assert {i.function for i in identities} == {"reconcile", "gc", "status"}
     assert all(i.service_account for i in identities)
     assert set(stack.function_urls) == {"reconcile", "gc", "status", "dead-letters"}
-
-
-def objects_adapter(kube: KubeClient) -> dict[str, Any]:
-    """The receive adapter Deployment of the ApiServerSource that watches every namespace."""
-    [found] = [d for d in kube.list(resources.DEPLOYMENTS, NAMESPACE)
-               if any(o.get("kind") == "ApiServerSource" and o.get("name") == "odh-training-objects"
-                      for o in d["metadata"].get("ownerReferences") or [])]
-    return found
 
 
 JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "MXJob", "XGBoostJob", "PaddleJob", "JAXJob")
@@ -313,132 +249,3 @@ def test_a_deleted_trainer_child_is_replaced_on_its_delete_event(stack: DevStack
                       if e.get("type") == "dev.knative.apiserver.resource.delete"
                       and e.get("component") == "trainer"], 10, 0.1,
              f"the delete event through the Broker; its events: {of_child()}")
-
-
-def test_a_change_while_an_adapter_restarts_converges_without_the_resync(
-        stack: DevStack, kube: KubeClient) -> None:
-    """The adapter that watches every namespace stops (its pod deleted) and its successor
-    is slow to start; a job created in between is in no event (a restarted adapter's first
-    list sends none). The adapter pods' own source reports the delete, and once the successor
-    has settled each function resyncs: the job runs to its end with no PingSource."""
-    knative = stack.knative
-    assert knative is not None and knative.kubelet is not None
-    selector = "eventing.knative.dev/sourceName=odh-training-objects"
-    wait_for(lambda: len(kube.list(resources.PODS, NAMESPACE, label_selector=selector)) == 1,
-             60, 0.2, "one adapter pod of odh-training-objects")  # no rollout under way
-    [old] = kube.list(resources.PODS, NAMESPACE, label_selector=selector)
-    [local] = [p for p in knative.kubelet.snapshot() if p.uid == old["metadata"]["uid"]]
-    job = succeeding_job("PyTorchJob", "default")
-    name = job["metadata"]["name"]
-    with knative.kubelet.holding_new_pods():
-        kube.delete(resources.PODS, old["metadata"]["name"], NAMESPACE)
-        wait_for(lambda: local.process is None or local.process.poll() is not None, 30, 0.1,
-                 "the old adapter to stop")
-        kube.apply(job, "e2e-user")
-        started = time.monotonic()
-        time.sleep(2)
-        of_job = [e for e in map(attributes, knative.events())
-                  if e.get("kind") == "PyTorchJob" and e.get("name") == name
-                  and e.get("namespace") == "default"]
-        assert of_job == [], "the job's create was not in the gap"
-    wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "default"), "Succeeded")
-             .get("status") == "True", 90, 0.5, "the job created in the gap to succeed")
-    print(f"job created in the adapter's gap Succeeded {time.monotonic() - started:.1f}s later")
-    stopped = [e for e in map(attributes, knative.events())
-               if e.get("component") == "event-source" and e.get("name") == old["metadata"]["name"]
-               and e.get("type") == "dev.knative.apiserver.resource.delete"]
-    assert stopped, "the adapter pod's delete event through the Broker"
-    adds = [e for e in map(attributes, knative.events())
-            if e.get("kind") == "PyTorchJob" and e.get("name") == name
-            and e.get("namespace") == "default"
-            and e.get("type") == "dev.knative.apiserver.resource.add"]
-    assert adds == []  # what ran it was the resync, not a late event
-    assert stack.cluster is not None
-    log = (stack.cluster.logs / "function-reconcile.log").read_text()
-    assert "reconcile resync: an adapter pod of odh-training-objects was deleted" in log
-
-
-class Subscriber:
-    """A subscriber that answers each event with the status its ``ce-answer`` names, counting
-    the attempts per event id."""
-
-    def __init__(self) -> None:
-        self.attempts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self.server = PostServer(self.accept, "e2e-subscriber")
-
-    def accept(self, headers: Mapping[str, str], body: bytes, path: str) -> tuple[int, str]:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        with self._lock:
-            self.attempts[lowered.get("ce-id", "")] += 1
-        return int(lowered.get("ce-answer", "200")), "as asked"
-
-
-@pytest.fixture(scope="module")
-def subscriber(stack: DevStack, kube: KubeClient) -> Iterator[Subscriber]:
-    """A Trigger on the Broker for the probe events, with its own delivery (few, short
-    retries) and the Broker's dead-letter sink, the dead-letters function."""
-    assert stack.knative is not None
-    found = Subscriber()
-    found.server.start()
-    stack.knative.route("e2e-subscriber", "odh-e2e", [found.server.url])
-    trigger = {
-        "apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
-        "metadata": {"name": "e2e-delivery", "namespace": NAMESPACE},
-        "spec": {"broker": BROKER, "filter": {"attributes": {"type": PROBE_TYPE}},
-                 "subscriber": {"uri": "http://e2e-subscriber.odh-e2e.svc.cluster.local"},
-                 "delivery": {"retry": PROBE_RETRIES, "backoffPolicy": "linear",
-                              "backoffDelay": "PT0.2S", "deadLetterSink": {"ref": {
-                                  "apiVersion": "serving.knative.dev/v1", "kind": "Service",
-                                  "name": "odh-training-dead-letters"}}}},
-    }
-    kube.apply(trigger, "e2e-user")
-    knative.wait_until(lambda: knative.not_ready(kube, knative.refs_of([trigger])), 60,
-                       "the probe Trigger is not Ready")
-    try:
-        yield found
-    finally:
-        found.server.stop()
-
-
-def publish(stack: DevStack, kube: KubeClient, event_id: str, answer: int) -> None:
-    """One CloudEvent into the Broker ingress, through the cluster network."""
-    assert stack.knative is not None
-    broker = kube.get(kube.resource_for("eventing.knative.dev/v1", "Broker"), BROKER, NAMESPACE)
-    assert broker is not None
-    request = urllib.request.Request(
-        broker["status"]["address"]["url"], data=b'{"probe": true}', method="POST",
-        headers={"Content-Type": "application/json", "Ce-Specversion": "1.0",
-                 "Ce-Id": event_id, "Ce-Type": PROBE_TYPE, "Ce-Source": "/e2e",
-                 "Ce-Answer": str(answer)})
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({"http": stack.knative.proxy_url}))
-    with opener.open(request, timeout=10) as response:
-        assert response.status == 202
-
-
-def dead_letters(stack: DevStack) -> dict[str, dict[str, Any]]:
-    """What the dead-letters function logged, by event id."""
-    assert stack.cluster is not None
-    found = {}
-    for line in (stack.cluster.logs / "function-dead-letters.log").read_text().splitlines():
-        if line.startswith("{"):
-            record = json.loads(line)
-            if record.get("deadLetter"):
-                found[record["attributes"].get("id", "")] = record
-    return found
-
-
-@pytest.mark.parametrize(("answer", "attempts"), [
-    pytest.param(503, 1 + PROBE_RETRIES, id="503-retried-then-dead-lettered"),
-    pytest.param(400, 1, id="400-not-retried-dead-lettered"),
-])
-def test_a_refused_delivery_ends_in_the_dead_letter_sink(
-        stack: DevStack, kube: KubeClient, subscriber: Subscriber, answer: int,
-        attempts: int) -> None:
-    event_id = f"e2e-{answer}-{uuid.uuid4().hex[:8]}"
-    publish(stack, kube, event_id, answer)
-    letter = wait_for(lambda: dead_letters(stack).get(event_id), 30, 0.2,
-                      f"{event_id} in the dead-letter sink")
-    assert letter["error"].get("code") == str(answer), letter
-    assert subscriber.attempts[event_id] == attempts

@@ -68,7 +68,7 @@ def after_adapter_event(operation: str, pod: Obj, pods_now: Sequence[Obj], now: 
         if pods_now:
             return Decision("wait", f"{gap}; its successor is not created yet", settle)
         return Decision("ignore", f"{gap}; the source has no adapter (deleted or scaled down)")
-    started = [t for p in live if _ready(p) for t in [_running_since(p)] if t is not None]
+    started = [since for since in map(_running_since, filter(_ready, live)) if since]
     if not started:
         return Decision("wait", f"{gap}; its successor is not ready yet", settle)
     up = (now - max(started)).total_seconds()

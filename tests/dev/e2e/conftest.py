@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from functions.core.event_sources import SOURCE_NAME_LABEL
 from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
@@ -28,6 +29,8 @@ from tests.support import REPO
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 NAMESPACE = "opendatahub"
+# the pods of the adapter that watches every namespace
+OBJECTS_ADAPTER_PODS = f"{SOURCE_NAME_LABEL}=odh-training-objects"
 
 
 def attributes(event: RecordedRequest) -> dict[str, str]:

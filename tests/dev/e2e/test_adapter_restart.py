@@ -10,7 +10,7 @@ from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, attributes
+from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes
 from tests.support import condition, wait_for
 
 
@@ -22,7 +22,7 @@ def test_a_change_while_an_adapter_restarts_converges_without_the_resync(
     has settled each function resyncs: the job runs to its end with no PingSource."""
     knative = stack.knative
     assert knative is not None and knative.kubelet is not None
-    selector = "eventing.knative.dev/sourceName=odh-training-objects"
+    selector = OBJECTS_ADAPTER_PODS
     wait_for(lambda: len(kube.list(resources.PODS, NAMESPACE, label_selector=selector)) == 1,
              60, 0.2, "one adapter pod of odh-training-objects")  # no rollout under way
     [old] = kube.list(resources.PODS, NAMESPACE, label_selector=selector)

@@ -20,7 +20,7 @@ from functions.kube.resources import Resource
 from functions.runtime.registry import load_controllers
 from functions.trainer import kinds
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, attributes, objects_adapter
+from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes, objects_adapter
 from tests.runtime.test_event_coverage import watched_kinds
 from tests.support import REPO, condition, wait_for
 
@@ -73,7 +73,7 @@ def adapter_settled(kube: KubeClient) -> bool:
     deployment = objects_adapter(kube)
     status = deployment.get("status") or {}
     pods = kube.list(resources.PODS, NAMESPACE,
-                     label_selector="eventing.knative.dev/sourceName=odh-training-objects")
+                     label_selector=OBJECTS_ADAPTER_PODS)
     return (status.get("observedGeneration") == deployment["metadata"]["generation"]
             and status.get("updatedReplicas") == status.get("readyReplicas") == 1
             and len(pods) == 1 and not pods[0]["metadata"].get("deletionTimestamp"))

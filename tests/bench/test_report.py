@@ -70,7 +70,8 @@ def test_merge_keeps_what_the_new_run_did_not_measure() -> None:
     base: dict[str, Any] = {"when": "first", "burst": {"systems": "limit,ours",
                                        "jobs_200": {"limit": {"t": 1}, "ours": {"t": 2}}},
             "runtime": {"x": 1}}
-    new: dict[str, Any] = {"burst": {"systems": "ours-knative", "jobs_200": {"ours-knative": {"t": 3}}}}
+    new: dict[str, Any] = {"burst": {"systems": "ours-knative",
+                                     "jobs_200": {"ours-knative": {"t": 3}}}}
     merged = merge(base, new)
     assert merged["burst"]["jobs_200"] == {"limit": {"t": 1}, "ours": {"t": 2},
                                            "ours-knative": {"t": 3}}

@@ -111,6 +111,10 @@ def test_readme_splits_the_real_event_path_as_the_committed_result() -> None:
     text = " ".join(MEASURED.split())
     assert f"Of that, {local:.1f} s is this machine's stand-in for a pod network" in text
     assert f"{knative:.1f} s is Knative's own containers" in text
+    eventing = " ".join((REPO / "eventing" / "README.md").read_text().split())
+    assert "Knative's containers (adapter, ingress, dispatcher, filter) spend more CPU than" \
+        " the three functions" in eventing
+    assert knative > median(f"{B2}/ours-knative/controller_cpu_s_at_created")
 
 
 PROFILE = json.loads((REPO / "bench" / "results" / "profile.json").read_text())

@@ -29,13 +29,15 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 CHUNK = 65536
+T = TypeVar("T")
 
 
 def loopback_up() -> None:
@@ -113,13 +115,23 @@ def _forward(process: asyncio.subprocess.Process, sig: int) -> None:
         process.send_signal(sig)
 
 
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run``, on uvloop's event loop when it is installed (the ``dev`` extra): the
+    relays carry every byte between the local pods, and uvloop spends less CPU per message."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m functions.dev.podnet CONFIG.json", file=sys.stderr)
         return 2
     config = json.loads(Path(argv[0]).read_text())
     loopback_up()
-    return asyncio.run(run(config))
+    return run_loop(run(config))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ Try:
   {kubectl} get trainer default-trainer -w
   {kubectl} create namespace demo && {kubectl} apply -n demo -f config/samples/pytorchjob.yaml
   {kubectl} get pytorchjobs,pods -n demo -w
+  {kubectl} apply -n demo -f config/samples/trainjob.yaml   # once the Trainer is Ready
+  {kubectl} get trainjobs,jobsets,jobs,pods -n demo -w
 
 Ctrl-C stops everything.""", flush=True)
     stop = threading.Event()

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 
 from functions.dev.stack import DevStack
 from functions.kube import resources
@@ -23,7 +24,7 @@ from tests.dev.upstream.conftest import (
     denials,
     set_management_state,
 )
-from tests.support import condition, wait_for
+from tests.support import REPO, condition, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -78,6 +79,17 @@ def test_a_trainjob_runs_to_complete(managed: DevStack, kube: KubeClient, namesp
     assert [s["succeeded"] for s in done["status"]["jobsStatus"]] == [1]
     for who, user in CONTROLLER_USERS.items():
         assert denials(managed, user) == [], f"the {who} controller was refused"
+
+
+def test_the_sample_trainjob_is_admitted_and_run(managed: DevStack, kube: KubeClient,
+                                                 namespace: str) -> None:
+    sample = yaml.safe_load((REPO / "config" / "samples" / "trainjob.yaml").read_text())
+    sample["metadata"]["namespace"] = namespace
+    kube.create(sample, res=resources.TRAINJOBS)
+    name = sample["metadata"]["name"]
+    wait_for(lambda: kube.get(JOBSETS, name, namespace), 60, 0.2, "the sample's JobSet")
+    wait_for(lambda: len(kube.list(resources.PODS, namespace)) == 2, 60, 0.2,
+             "a pod per node of the sample")
 
 
 @pytest.mark.parametrize(("spec", "message"), [

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from functions.dev.core.podspec import TRAINER_IMAGE
 from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -32,6 +33,8 @@ Obj = dict[str, Any]
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                     "MutatingWebhookConfiguration", namespaced=False)
+VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                      "ValidatingWebhookConfiguration", namespaced=False)
 # the pods of every shipped runtime's one replicated job succeed at once (kwok)
 SUCCEED = {"manager": "tests.opendatahub.io/kwok", "trainingRuntimeSpec": {"template": {
     "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
@@ -79,6 +82,25 @@ def test_a_trainjob_runs_to_complete(managed: DevStack, kube: KubeClient, namesp
     assert [s["succeeded"] for s in done["status"]["jobsStatus"]] == [1]
     for who, user in CONTROLLER_USERS.items():
         assert denials(managed, user) == [], f"the {who} controller was refused"
+
+
+@pytest.mark.parametrize("res", [pytest.param(MUTATING, id="mutating"),
+                                 pytest.param(VALIDATING, id="validating")])
+def test_the_webhooks_are_called_by_their_service_as_rendered(
+        managed: DevStack, kube: KubeClient, res: Resource) -> None:
+    """The local run changes nothing the Trainer applies: the API server calls the webhooks
+    by the rendered Service, which the cluster network routes to the controller's pod."""
+    [configuration] = [c for c in kube.list(res) if c["metadata"]["name"].endswith(
+        ".trainer.kubeflow.org")]
+    for webhook in configuration["webhooks"]:
+        client = webhook["clientConfig"]
+        assert "url" not in client
+        assert (client["service"]["name"], client["service"]["namespace"]) == (
+            TRAINER_DEPLOYMENT, NAMESPACE)
+        assert client.get("caBundle"), "the controller's own certificate rotation set it"
+    deployment = kube.get(resources.DEPLOYMENTS, TRAINER_DEPLOYMENT, NAMESPACE) or {}
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == TRAINER_IMAGE
 
 
 def test_the_sample_trainjob_is_admitted_and_run(managed: DevStack, kube: KubeClient,

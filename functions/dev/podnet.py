@@ -13,10 +13,12 @@ loopback interface exists, and this process gives the container what a pod netwo
 * each container port served on a Unix socket in the pod's directory, through which the
   cluster network and the kubelet's probes reach the pod, as they would reach a pod IP;
 * the container's command run with exactly the environment in the config (nothing of this
-  process's), SIGTERM passed on, and its exit code returned.
+  process's), ``chroot``-ed into the pod's root directory when the config names one
+  (:mod:`functions.dev.podroot`; ``argv[0]`` is then a path inside it), SIGTERM passed on, and
+  its exit code returned.
 
-CONFIG is a JSON file: ``argv``, ``env``, ``outbound`` (``[{"port": N, "unix": PATH}]``) and
-``inbound`` (``[{"unix": PATH, "port": N}]``).
+CONFIG is a JSON file: ``argv``, ``env``, ``outbound`` (``[{"port": N, "unix": PATH}]``),
+``inbound`` (``[{"unix": PATH, "port": N}]``) and optionally ``root``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import os
 import signal
 import socket
 import struct
@@ -100,7 +103,10 @@ async def run(config: dict[str, Any]) -> int:
         path = Path(route["unix"])
         path.unlink(missing_ok=True)
         servers.append(await asyncio.start_unix_server(to_port(int(route["port"])), str(path)))
-    process = await asyncio.create_subprocess_exec(*config["argv"], env=config["env"])
+    root = config.get("root")
+    process = await asyncio.create_subprocess_exec(
+        *config["argv"], env=config["env"],
+        preexec_fn=None if root is None else _enter(str(root)))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _forward, process, sig)
@@ -108,6 +114,13 @@ async def run(config: dict[str, Any]) -> int:
     for server in servers:
         server.close()
     return code
+
+
+def _enter(root: str) -> Any:
+    def enter() -> None:
+        os.chroot(root)
+        os.chdir("/")
+    return enter
 
 
 def _forward(process: asyncio.subprocess.Process, sig: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.stats import summary
 from functions.cluster.binaries import ensure_bin_dir
+from functions.dev import controllers
 from functions.dev.stack import Broker, DevStack
 from functions.dev.upstream import trainer_manifests
 
@@ -26,8 +27,10 @@ PHASES = ("cluster", "install", "ready")
 
 
 def start_once(bin_dir: Path, broker: Broker) -> dict[str, float]:
-    """One start of the stack as ``make dev`` does it (the resync at its schedule)."""
-    stack = DevStack(bin_dir, trainer_manifests=trainer_manifests(), broker=broker)
+    """One start of the stack as ``make dev`` does it (the resync at its schedule, the
+    upstream Trainer and JobSet controllers run locally)."""
+    stack = DevStack(bin_dir, trainer_manifests=trainer_manifests(), broker=broker,
+                     upstream_controllers=True)
     started = time.monotonic()
     try:
         stack.start()
@@ -50,14 +53,15 @@ def build_seconds(bin_dir: Path) -> dict[str, int]:
 
 
 def run(repeats: int = 3) -> dict[str, Any]:
-    bin_dir = ensure_bin_dir(())
+    bin_dir = ensure_bin_dir(controllers.GROUPS)
     result: dict[str, Any] = {"repeats": repeats}
     for broker in ("knative", "emulated"):
         runs = [start_once(bin_dir, broker) for _ in range(repeats)]
         result[broker] = {f"{phase}_s": summary([r[phase] for r in runs], 1)
                           for phase in (*PHASES, "total") if all(phase in r for r in runs)}
     # the benchmarks' extra group too (make bench builds it for the burst's baseline)
-    result["build_seconds"] = build_seconds(ensure_bin_dir(("training-operator",)))
+    result["build_seconds"] = build_seconds(ensure_bin_dir((*controllers.GROUPS,
+                                                             "training-operator")))
     return result
 
 

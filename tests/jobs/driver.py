@@ -63,12 +63,14 @@ class JobDriver:
         self.controller = controller(self.kind)
         self.recorder = EventRecorder(kube, "training-jobs")
         self.seen_conditions: list[tuple[str, str]] = []
+        self.created: Obj = {}
 
     def context(self, function: FunctionName) -> Context:
         return Context(self.kube, self.recorder, function)
 
     def create(self, job: Obj) -> Obj:
-        return self.kube.create(job, res=self.res)
+        self.created = self.kube.create(job, res=self.res)
+        return self.created
 
     def call(self, function: FunctionName) -> None:
         self.controller.handlers[function](self.context(function), self.key)

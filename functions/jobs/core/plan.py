@@ -132,7 +132,7 @@ def gc_may_act(job: Job, gang_scheduling: bool) -> bool:
     Only cleanPodPolicy, ttlSecondsAfterFinished and a gang scheduler's PodGroup give gc
     something to delete once the job is finished.
     """
-    policy = job.run_policy
+    policy = with_defaults(job).run_policy  # MPIJob v1: the top-level cleanPodPolicy counts
     return (policy.clean_pod_policy not in (None, "", "None")
             or policy.ttl_seconds_after_finished is not None or gang_scheduling)
 

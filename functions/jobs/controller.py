@@ -32,6 +32,7 @@ from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
 from functions.jobs import coexistence, metrics
 from functions.jobs.core import mpi
+from functions.jobs.core.flavour import pin_patch
 from functions.jobs.core.frameworks import (
     FLAVOURS,
     FRAMEWORKS,
@@ -109,6 +110,7 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         if found is None:
             return None
         job_obj, job = found
+        _pin_flavour(ctx, fw, job_obj)
         observed = observe(ctx, job, fresh=fresh, launcher_rbac=True)
         keys = new_ssh_keys() if job.framework == MPI and observed.secret is None else None
         plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
@@ -120,6 +122,16 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         fresh = True
     execute(ctx, fw, job_obj, plan, RECONCILE_MANAGER)
     return _result(plan.requeue_after)
+
+
+def _pin_flavour(ctx: Context, fw: Framework, job_obj: Obj) -> None:
+    """Record once which API a job of a kind served in two (MPIJob) was written through
+    (:mod:`functions.jobs.core.flavour`), before anything is made for it."""
+    patch = pin_patch(job_obj)
+    if patch is not None:
+        meta = job_obj["metadata"]
+        ctx.kube.patch(RESOURCES[fw.kind], meta["name"], patch, meta["namespace"],
+                       field_manager=RECONCILE_MANAGER)
 
 
 def _replaces(plan: Plan, observed: Observed, job_obj: Obj) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from functions.cluster import kwok
+from functions.jobs.core.flavour import ANNOTATION
 from functions.jobs.core.frameworks import LABEL_JOB_ROLE
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -109,6 +110,7 @@ def test_v1_mpijob_objects_and_success(kube: KubeClient, crds: None, namespace: 
     assert (through_v1["spec"]["mainContainer"], through_v1["spec"]["cleanPodPolicy"]) == (
         "mpi", "Running")
     assert through_v1["status"]["conditions"] == status["conditions"]
+    assert through_v1["metadata"]["annotations"][ANNOTATION] == "kubeflow.org/v1"
     # cleanPodPolicy Running (the deprecated top-level field): the idle workers go.
     driver.run_until(lambda: not workers(driver), what="running workers cleaned up")
     assert driver.pod("pi-launcher") is not None

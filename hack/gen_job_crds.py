@@ -159,8 +159,10 @@ def mpi() -> dict[str, Any]:
                                        "v2beta1: Launcher OnFailure, Worker Never; v1: Never",
                                        [rule("self.exists(k, k.lowerAscii() == 'launcher')",
                                              "an MPIJob needs a Launcher replica spec"),
-                                        one_replica("launcher", "Launcher replicas must be 1",
-                                                    required=False)]),
+                                        # both operators: one launcher (1 when unset)
+                                        rule("self.all(k, k.lowerAscii() != 'launcher' || "
+                                             "!has(self[k].replicas) || self[k].replicas == 1)",
+                                             "Launcher replicas must be 1")]),
         "runPolicy": run_policy(sorted({*managers(MPI), *managers(MPI_V1)})),
         "slotsPerWorker": s("integer", "Slots per worker in the hostfile (default 1).",
                             format="int32", minimum=1),
@@ -244,13 +246,15 @@ def _managed_by_transition(doc: dict[str, Any]) -> None:
 def _also_served_as(doc: dict[str, Any], version: str) -> None:
     """Serve the storage version's schema (types and rules the same) under another name too.
 
-    The copy leaves out the descriptions of the pod template fields (the core/v1 API's own,
-    two thirds of the schema's size): with them the CRD would outgrow the 256 KiB annotation
-    in which a client-side ``kubectl apply`` keeps what it applied, and ``kubectl apply -k``
-    of the install would fail. The job's own fields stay documented in both versions."""
+    One of the two copies leaves out the descriptions of the pod template fields (the core/v1
+    API's own, two thirds of the schema's size): with both documented the CRD would outgrow
+    the 256 KiB annotation in which a client-side ``kubectl apply`` keeps what it applied, and
+    ``kubectl apply -k`` of the install would fail. The storage version's copy goes without:
+    kubectl prefers a GA version over a beta one, so ``kubectl explain`` shows ``v1``'s docs
+    unless told otherwise. The job's own fields stay documented in both versions."""
     versions = doc["spec"]["versions"]
     served = copy.deepcopy(versions[0])
-    spec = served["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec = versions[0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     for replicas in spec["properties"].values():
         template = (replicas.get("additionalProperties") or {}).get("properties", {}).get(
             "template")

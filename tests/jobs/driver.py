@@ -19,6 +19,7 @@ from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context, Controller, FunctionName
 
@@ -69,7 +70,11 @@ class JobDriver:
         return Context(self.kube, self.recorder, function)
 
     def create(self, job: Obj) -> Obj:
-        self.created = self.kube.create(job, res=self.res)
+        """Create ``job`` through the API version it names (MPIJob: v1 or v2beta1, which
+        decides its semantics); the driver reads it through the handlers' version."""
+        group, _, version = str(job.get("apiVersion") or self.res.api_version).rpartition("/")
+        res = Resource(group, version, self.res.plural, self.kind)
+        self.created = self.kube.create(job, res=res)
         return self.created
 
     def call(self, function: FunctionName) -> None:

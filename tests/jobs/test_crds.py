@@ -117,7 +117,7 @@ def _without_descriptions(node: Any) -> Any:
 
 def test_mpijob_serves_both_versions_with_one_schema() -> None:
     """v2beta1 (storage) and v1 prune and validate alike: the same types and rules, the
-    fields of both APIs in each (only the v1 copy's pod template docs are left out)."""
+    fields of both APIs in each (only the v2beta1 copy's pod template docs are left out)."""
     versions = _load("mpijobs")["spec"]["versions"]
     assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
         ("v2beta1", True, True), ("v1", True, False)]

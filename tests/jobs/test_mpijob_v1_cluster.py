@@ -205,6 +205,8 @@ def test_v1_ttl_and_active_deadline(kube: KubeClient, crds: None, namespace: str
                  "an MPIJob needs a Launcher replica spec", id="no-launcher"),
     pytest.param(lambda j: j["spec"]["mpiReplicaSpecs"]["Launcher"].update(replicas=2),
                  "Launcher replicas must be 1", id="two-launchers"),
+    pytest.param(lambda j: j["spec"]["mpiReplicaSpecs"]["Launcher"].update(replicas=0),
+                 "Launcher replicas must be 1", id="no-launcher-replica"),
     pytest.param(lambda j: j["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"][
         "containers"][0].update(image=""), "needs a non-empty image", id="empty-image"),
     pytest.param(lambda j: j["spec"].update(cleanPodPolicy="Sometimes"), "Unsupported value",

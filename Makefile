@@ -17,8 +17,9 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# every binary make dev and make test need (the upstream Trainer and JobSet controllers too)
 testbin:
-	bash hack/ensure-testbin.sh
+	TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh
 
 dev: venv
 	$(PY) -m functions dev
@@ -33,7 +34,7 @@ unit: venv
 	$(VENV)/bin/pytest -m "not cluster and not binaries and not upstream" -q $(PYTEST_ARGS)
 
 test: venv lint
-	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	@dir=$$(TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 

@@ -1,6 +1,11 @@
-"""``python -m bench [--quick] [--only NAME ...] [--out DIR]``: run the benchmarks and write
-``latest.json``, ``latest.md`` (a Markdown table) and one PNG plot per suite to
-``bench/results/`` (or ``DIR``). Every figure is a median over repeated runs with min and max.
+"""``python -m bench [--quick] [--only NAME ...] [--burst-systems A,B] [--merge] [--out DIR]``:
+run the benchmarks and write ``latest.json``, ``latest.md`` (a Markdown table) and one PNG plot
+per suite to ``bench/results/`` (or ``DIR``). Every figure is a median over repeated runs with
+min and max.
+
+``--merge`` keeps the figures of ``latest.json`` that this run does not measure (e.g. one new
+system of the burst, ``--only burst --burst-systems ours-knative --merge``) and lists the run
+under ``updates``, so the report says which command produced what.
 """
 
 from __future__ import annotations
@@ -37,7 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
     parser.add_argument("--only", nargs="*", choices=SUITES, default=list(SUITES))
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    parser.add_argument("--burst-systems", default=None,
+                        help="comma-separated systems of the burst suite (default: all)")
+    parser.add_argument("--merge", action="store_true",
+                        help="merge into the existing latest.json instead of replacing it")
     args = parser.parse_args(argv)
+    options: dict[str, dict[str, Any]] = {
+        name: dict(QUICK.get(name, {})) if args.quick else {} for name in SUITES}
+    if args.burst_systems:
+        options["burst"]["systems"] = tuple(
+            s.strip() for s in args.burst_systems.split(",") if s.strip())
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": _cpus(), "python": platform.python_version()},
@@ -47,17 +61,42 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"bench.{name}")
         print(f"== {name}", file=sys.stderr, flush=True)
         started = time.monotonic()
-        results[name] = module.run(**(QUICK.get(name, {}) if args.quick else {}))
+        results[name] = module.run(**options[name])
         results[name]["suite_seconds"] = round(time.monotonic() - started, 1)
         print(json.dumps(results[name], indent=2), file=sys.stderr, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     command = "python -m bench" + (" --quick" if args.quick else "") + (
-        f" --only {' '.join(args.only)}" if list(args.only) != list(SUITES) else "")
+        f" --only {' '.join(args.only)}" if list(args.only) != list(SUITES) else "") + (
+        f" --burst-systems {args.burst_systems}" if args.burst_systems else "")
+    args.out.mkdir(parents=True, exist_ok=True)
+    latest = args.out / "latest.json"
+    if args.merge and latest.exists():
+        base = json.loads(latest.read_text())
+        update = {"when": results["when"], "command": command + " --merge"}
+        results = merge(base, {k: v for k, v in results.items() if k in SUITES})
+        if "burst" in base and "burst" in results and args.burst_systems:
+            ran = [*str(base["burst"].get("systems", "")).split(","),
+                   *options["burst"]["systems"]]
+            results["burst"]["systems"] = ",".join(dict.fromkeys(s for s in ran if s))
+        results["updates"] = [*base.get("updates", []), update]
+        command = base.get("command", "python -m bench")
+    else:
+        results["command"] = command
+    latest.write_text(json.dumps(results, indent=2) + "\n")
     for path in write_report(results, args.out, command):
         print(path, file=sys.stderr)
     print(json.dumps(results, indent=2))
     return 0
+
+
+def merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``new`` laid over it: mappings merged key by key, anything else
+    replaced."""
+    merged = dict(base)
+    for key, value in new.items():
+        old = merged.get(key)
+        merged[key] = (merge(old, value) if isinstance(old, dict) and isinstance(value, dict)
+                       else value)
+    return merged
 
 
 def _cpus() -> int:

@@ -75,6 +75,10 @@ def _snapshot(started: Started) -> dict[str, float]:
         "etcd_cpu_s": burst_proc.cpu_seconds([cluster_pids["etcd"]]),
         "bench_process_cpu_s": burst_proc.own_cpu_seconds(),
     }
+    for part, pids in started.event_path_parts.items():
+        found[f"event_path_cpu_s.{part}"] = burst_proc.cpu_seconds(pids)
+    for part, pids in started.event_path_own_parts.items():
+        found[f"event_path_cpu_s.{part}"] = burst_proc.own_cpu_of(pids)
     if started.in_process_threads is not None:
         found["router_threads_cpu_s"] = burst_proc.threads_cpu_seconds(
             started.in_process_threads)
@@ -110,6 +114,7 @@ def one_run(system: str, jobs: int, bin_dir: Path, *, threads: int = CREATE_THRE
     started = start(system, bin_dir)
     try:
         _prepare(started.cluster.client())
+        started.watch_namespace(NAMESPACE)
         observer = Observer(str(started.cluster.user_kubeconfig(OBSERVER_USER,
                                                                 ("system:masters",))),
                             jobs, by_pods=system == "limit", timeout=timeout)

@@ -64,6 +64,21 @@ def cpu_seconds(roots: Iterable[int]) -> float:
     return sum(stats[pid][1] + stats[pid][2] for pid in tree) / TICKS
 
 
+def own_cpu_of(pids: Iterable[int]) -> float:
+    """CPU seconds used so far by the processes ``pids`` themselves (no child counted)."""
+    total = 0
+    for pid in pids:
+        text = _read(PROC / str(pid) / "stat")
+        if text is not None:
+            total += parse_stat(text)[1]
+    return total / TICKS
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    return [p for p, stat in _stats().items() if stat[0] == pid]
+
+
 def peak_rss_mib(roots: Iterable[int]) -> float:
     """Sum of VmHWM over the live processes of the trees under ``roots``."""
     stats = _stats()

@@ -7,7 +7,12 @@
 * ``ours`` — the product's dev stack (``functions.dev.stack.DevStack``: the functions under
   gunicorn with their own ServiceAccounts, the real ApiServerSource adapters, the Broker
   emulation router) with our CRDs; ``ours-x2`` and ``ours-x4`` run each function as 2 or 4
-  processes (replicas), the router spreading deliveries over them.
+  processes (replicas), the router spreading deliveries over them;
+* ``ours-knative`` — the same stack on the real Knative Eventing data plane (``make dev``'s
+  default): the ApiServerSource adapters, the mt-channel-based Broker (ingress, filter) and the
+  in-memory channel dispatcher run as their pods say, their CPU counted as the event path's
+  together with Knative's controllers and the local cluster network (the process that plays
+  the CNI and the Services' routing between the pods' network namespaces).
 
 Each :class:`Started` says which processes and API identities belong to the controller and
 which to its event path, so one measuring loop (``bench.burst``) serves every system.
@@ -15,11 +20,14 @@ which to its event path, so one measuring loop (``bench.burst``) serves every sy
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from bench import burst_proc
 from bench.burst_go import SETTINGS, GoOperator, install_crds
 from bench.burst_go import USER as GO_USER
 from bench.burst_workload import nodes
@@ -30,8 +38,9 @@ from functions.cluster.runner import LocalCluster
 if TYPE_CHECKING:
     from functions.dev.stack import DevStack
 
-SYSTEMS = ("limit", "go-default", "go-tuned", "ours", "ours-x2", "ours-x4")
-REPLICAS = {"ours": 1, "ours-x2": 2, "ours-x4": 4}
+SYSTEMS = ("limit", "go-default", "go-tuned", "ours", "ours-x2", "ours-x4", "ours-knative")
+REPLICAS = {"ours": 1, "ours-x2": 2, "ours-x4": 4, "ours-knative": 1}
+KNATIVE = ("ours-knative",)
 NAMESPACE_OF_FUNCTIONS = "opendatahub"
 FUNCTION_ACCOUNTS = ("odh-training-reconcile", "odh-training-gc", "odh-training-status")
 ADAPTER_ACCOUNT = "odh-training-events"
@@ -51,17 +60,25 @@ class Started:
     controller_pids: list[int] = field(default_factory=list)
     event_path_users: tuple[str, ...] = ()
     event_path_pids: list[int] = field(default_factory=list)
+    # the event path's parts whose CPU is reported one by one: process trees, and processes
+    # counted without their children
+    event_path_parts: dict[str, list[int]] = field(default_factory=dict)
+    event_path_own_parts: dict[str, list[int]] = field(default_factory=dict)
     # threads of this process that belong to the system (the router of the dev stack)
     in_process_threads: Callable[[str], bool] | None = None
     stop: Callable[[], None] = lambda: None
     # what the event path did with the events (deliveries, retries, dead letters)
     delivery_counts: Callable[[], dict[str, int]] | None = None
+    # waits, once the burst's namespace exists, until the system watches it
+    watch_namespace: Callable[[str], None] = lambda namespace: None
 
 
 def start(system: str, bin_dir: Path) -> Started:
     """A fresh cluster (audit log on, the burst nodes) with ``system`` running on it."""
     cluster = LocalCluster(bin_dir, audit=True, nodes=nodes())
     if system in REPLICAS:
+        if system in KNATIVE:
+            return _ours_knative(cluster, bin_dir)
         return _ours(cluster, bin_dir, REPLICAS[system])
     cluster.start()
     try:
@@ -100,6 +117,95 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
         stop=stack.stop, delivery_counts=lambda: _deliveries(stack))
+
+
+def _function_pids(stack: DevStack) -> list[int]:
+    return [c.process.pid for c in stack.processes
+            if c.name.startswith("function-") and c.process is not None]
+
+
+def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
+    """The dev stack on the real Knative event path, the PingSource left out (resync off)."""
+    from functions.dev.stack import DevStack
+
+    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, broker="knative").start()
+    started = Started(
+        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _function_pids(stack),
+        event_path_users=(service_account(ADAPTER_ACCOUNT),), stop=stack.stop,
+        delivery_counts=lambda: _dead_letters(stack))
+
+    def watch_namespace(namespace: str) -> None:
+        _watching(cluster, namespace)
+        _knative_processes(stack, started)  # the adapters restarted: their processes are new
+
+    started.watch_namespace = watch_namespace
+    _knative_processes(stack, started)
+    return started
+
+
+def _knative_processes(stack: DevStack, started: Started) -> None:
+    """Which processes are the event path, by part. Each local pod is its network relay
+    (``functions.dev.podnet``, run by the local kubelet) with the container below it: the
+    containers are Knative's real cost, the relays and the cluster network process stand in
+    for a cluster's pod network and kube-proxy, so they are reported as parts of their own."""
+    knative = stack.knative
+    assert knative is not None
+    assert knative.kubelet is not None
+    parts: dict[str, list[int]] = {}
+    relays: list[int] = []
+    for pod in knative.kubelet.snapshot():
+        if pod.process is not None:
+            relays.append(pod.process.pid)
+            parts.setdefault(workload_of(pod.pod), []).extend(
+                burst_proc.children(pod.process.pid))
+    network = [knative.network.process.pid] if knative.network and knative.network.process else []
+    started.event_path_pids = relays + network
+    started.event_path_parts = {**parts, "cluster-network": network}
+    started.event_path_own_parts = {"pod-network-relays": relays}
+
+
+# After a restarted adapter's successor has been Ready for the functions' settle time (10 s),
+# the next retry of the event its restart sent makes them resync: with the Broker's backoff
+# (0.2 s doubling) that retry comes within about 25 s.
+ADAPTER_RESTART_QUIET_S = 30.0
+
+
+def _watching(cluster: LocalCluster, namespace: str) -> None:
+    """A namespace a user creates long before a burst is watched by the time of the burst: the
+    ApiServerSource controller rewrites the all-namespaces adapters for it (a restart, and
+    the functions' resync that follows). Wait for that to be over, so the burst measures the
+    event path, not an adapter restart."""
+    from functions.dev import knative
+
+    kube = cluster.client()
+    knative.wait_until(lambda: knative.sources_not_watching(kube, namespace,
+                                                            NAMESPACE_OF_FUNCTIONS),
+                       120, f"the event sources to watch {namespace}", interval=0.5)
+    time.sleep(ADAPTER_RESTART_QUIET_S)
+
+
+def workload_of(pod: dict[str, Any]) -> str:
+    """The name of the workload a pod belongs to: a Deployment's pod is named
+    ``<deployment>-<template hash>-<suffix>``."""
+    meta = pod["metadata"]
+    source = (meta.get("labels") or {}).get("eventing.knative.dev/sourceName")
+    if source:
+        return f"adapter-{source}"
+    generated = str(meta.get("generateName") or "").rstrip("-")
+    if not generated:
+        return str(meta["name"])
+    hashed = generated.rsplit("-", 1)
+    labels = meta.get("labels") or {}
+    return hashed[0] if len(hashed) == 2 and "pod-template-hash" in labels else generated
+
+
+def _dead_letters(stack: DevStack) -> dict[str, int]:
+    """What the real Broker gave up on: the deliveries the dead-letters function logged."""
+    assert stack.cluster is not None
+    log = stack.cluster.logs / "function-dead-letters.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return {"dead_letters": sum(1 for line in lines
+                                if line.startswith("{") and json.loads(line).get("deadLetter"))}
 
 
 def _deliveries(stack: DevStack) -> dict[str, int]:

@@ -42,6 +42,9 @@ def markdown(results: Mapping[str, Any], command: str) -> str:
              f"Python {results.get('machine', {}).get('python', '?')}"
              f"{' (quick smoke sizes)' if results.get('quick') else ''}. "
              "Each figure is the median of its runs, with the min and max.", ""]
+    for update in results.get("updates") or []:
+        lines += [f"Updated by `{update.get('command')}` ({update.get('when')}): the figures "
+                  "it measured replace those of the first run.", ""]
     for suite, result in results.items():
         if not isinstance(result, Mapping) or suite == "machine":
             continue

@@ -60,6 +60,11 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
         for system, summary in systems.items():
             if isinstance(summary, Mapping):
                 lines.append("| " + " | ".join(row(system, summary)) + " |")
+        for system, summary in systems.items():
+            if isinstance(summary, Mapping) and event_path_parts(summary):
+                lines += ["", f"{system}: event path CPU to T by part (s): "
+                          + ", ".join(f"{part} {value:g}"
+                                      for part, value in event_path_parts(summary)) + "."]
         limit = systems.get("limit")
         if isinstance(limit, Mapping) and isinstance(limit.get("sweep"), Mapping):
             points = ", ".join(f"{key.removeprefix('threads_')} threads: "
@@ -68,6 +73,18 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
             lines += ["", f"Limit sweep (T by create-loop concurrency): {points}."]
         lines.append("")
     return lines
+
+
+PART_PREFIX, PART_SUFFIX = "event_path_cpu_s.", "_at_created"
+
+
+def event_path_parts(summary: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The event path's CPU to T by part (median), largest first."""
+    found = [(key[len(PART_PREFIX):-len(PART_SUFFIX)], figure["median"])
+             for key, figure in summary.items()
+             if key.startswith(PART_PREFIX) and key.endswith(PART_SUFFIX)
+             and isinstance(figure, Mapping)]
+    return sorted(found, key=lambda item: (-item[1], item[0]))
 
 
 def plot(result: Mapping[str, Any], out: Path) -> Path:

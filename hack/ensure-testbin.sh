@@ -12,7 +12,8 @@
 #   TESTBIN_CACHE   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/odh-training-functions)
 #   TESTBIN_ONLY    space-separated group names to resolve (default: all default groups)
 #   TESTBIN_EXTRA   space-separated optional groups to resolve as well as the default ones
-#                   (training-operator: the upstream Go operator, a benchmark-only baseline)
+#                   (training-operator: the upstream Go operator, a benchmark-only baseline;
+#                   trainer and jobset: the upstream controllers the Trainer deploys)
 # Output: the assembled directory on stdout; progress on stderr.
 set -euo pipefail
 
@@ -44,6 +45,8 @@ declare -A GROUP_DIR=(
   [knative]=tools/knative-adapter
   [crds]=crds
   [training-operator]=tools/training-operator
+  [trainer]=tools/trainer
+  [jobset]=tools/jobset
 )
 declare -A GROUP_BINS=(
   [etcd]="etcd:go.etcd.io/etcd/server/v3"
@@ -53,14 +56,19 @@ declare -A GROUP_BINS=(
   [knative]="apiserver_receive_adapter:knative.dev/eventing/cmd/apiserver_receive_adapter eventing_controller:knative.dev/eventing/cmd/controller eventing_webhook:knative.dev/eventing/cmd/webhook mtchannel_broker:knative.dev/eventing/cmd/mtchannel_broker broker_ingress:knative.dev/eventing/cmd/broker/ingress broker_filter:knative.dev/eventing/cmd/broker/filter imc_controller:knative.dev/eventing/cmd/in_memory/channel_controller imc_dispatcher:knative.dev/eventing/cmd/in_memory/channel_dispatcher mtping:knative.dev/eventing/cmd/mtping"
   [crds]=""
   [training-operator]="training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1"
+  [trainer]="trainer-controller-manager:github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
+  [jobset]="jobset-controller-manager:sigs.k8s.io/jobset"
 )
 ALL_GROUPS="etcd kubernetes kwok kustomize knative crds"
-# Built only when named in TESTBIN_ONLY or TESTBIN_EXTRA.
-OPTIONAL_GROUPS="training-operator"
+# Built only when named in TESTBIN_ONLY or TESTBIN_EXTRA: the Go training-operator (a
+# benchmark-only baseline), and the upstream Trainer controller (the version the Trainer's
+# manifests deploy) and JobSet controller (the version their third-party JobSet deploys),
+# which the local kubelet runs in place of their Deployments' images.
+OPTIONAL_GROUPS="training-operator trainer jobset"
 
 # Third-party CRDs the product depends on or is deployed with, taken from their Go modules
 # (data only, no build): "module@version:directory[:file glob]".
-CRD_MODULES="sigs.k8s.io/jobset@v0.10.1:config/components/crd/bases
+CRD_MODULES="sigs.k8s.io/jobset@v0.12.0:config/components/crd/bases
 knative.dev/serving@v0.49.0:config/core/300-resources
 knative.dev/eventing@v0.49.2:config/core/resources
 github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml
@@ -139,6 +147,15 @@ build_group() {
     cp "$moddir"/manifests/base/crds/kubeflow.org_*.yaml "$out/training-operator-crds/"
     chmod -R u+w "$out/training-operator-crds"
   fi
+  if [ "$group" = jobset ]; then
+    # JobSet's own install (CRD, RBAC, webhooks, Deployment; its release manifest is a render
+    # of config/default), from the module the binary was built from.
+    local moddir
+    moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
+    mkdir -p "$out/jobset-config"
+    cp -r "$moddir/config/." "$out/jobset-config/"
+    chmod -R u+w "$out/jobset-config"
+  fi
   if [ "$group" = knative ]; then
     local moddir spec from to
     moddir=$(cd "$dir" && go list -m -f '{{.Dir}}' knative.dev/eventing)
@@ -194,7 +211,7 @@ ensure_group() {
 
 # Data directories a group provides beside its binaries.
 declare -A GROUP_DATA=([kwok]=kwok-stages [crds]=crds [training-operator]=training-operator-crds
-  [knative]=knative-eventing)
+  [knative]=knative-eventing [jobset]=jobset-config)
 
 declare -A resolved=()
 for group in $groups; do

@@ -30,6 +30,8 @@ class BinariesError(RuntimeError):
 # Optional groups of ensure-testbin.sh (TESTBIN_EXTRA) and what each provides.
 EXTRA_GROUPS: dict[str, tuple[str, ...]] = {
     "training-operator": ("training-operator", "training-operator-crds"),
+    "trainer": ("trainer-controller-manager",),
+    "jobset": ("jobset-controller-manager", "jobset-config"),
 }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from functions.cluster.binaries import BinariesError, ensure_bin_dir
 from functions.cluster.runner import ClusterError
+from functions.dev import controllers
 from functions.dev.stack import DevStack
 from functions.dev.upstream import ManifestsError, trainer_manifests
 
@@ -45,7 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def main(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
-        stack = DevStack(ensure_bin_dir(), trainer_manifests=trainer_manifests(),
+        stack = DevStack(ensure_bin_dir(controllers.GROUPS), trainer_manifests=trainer_manifests(),
+                         upstream_controllers=True,
                          resync_interval=args.resync, record=args.record,
                          as_service_accounts=not args.admin,
                          broker="emulated" if args.emulated_broker else "knative")
@@ -76,6 +78,8 @@ Try:
   {kubectl} get trainer default-trainer -w
   {kubectl} create namespace demo && {kubectl} apply -n demo -f config/samples/pytorchjob.yaml
   {kubectl} get pytorchjobs,pods -n demo -w
+  {kubectl} apply -n demo -f config/samples/trainjob.yaml   # once the Trainer is Ready
+  {kubectl} get trainjobs,jobsets,jobs,pods -n demo -w
 
 Ctrl-C stops everything.""", flush=True)
     stop = threading.Event()

@@ -204,3 +204,34 @@ def publish_service(kube: KubeClient, obj: Obj, ready: bool) -> None:
     }
     kube.patch(kube.resource_for(SERVING, "Service"), meta["name"], {"status": status},
                meta.get("namespace"), subresource="status")
+
+
+def sources_not_watching(kube: KubeClient, namespace: str, namespace_of_sources: str) -> list[str]:
+    """What keeps the ApiServerSources of ``namespace_of_sources`` that watch every namespace
+    (``namespaceSelector``) from delivering ``namespace``'s changes: the source has not listed
+    the namespace yet, or its adapter's Deployment (which the controller rewrites for each new
+    namespace) has not rolled out to one Ready pod. Empty when every such adapter watches it."""
+    sources = kube.resource_for("sources.knative.dev/v1", "ApiServerSource")
+    deployments = kube.list(kube.resource_for("apps/v1", "Deployment"), namespace_of_sources)
+    pods = kube.list(kube.resource_for("v1", "Pod"), namespace_of_sources)
+    missing = []
+    for source in kube.list(sources, namespace_of_sources):
+        name = source["metadata"]["name"]
+        if "namespaceSelector" not in (source.get("spec") or {}):
+            continue
+        if namespace not in ((source.get("status") or {}).get("namespaces") or []):
+            missing.append(f"ApiServerSource {name}: {namespace} not among its namespaces")
+            continue
+        owned = [d for d in deployments if any(
+            o.get("kind") == "ApiServerSource" and o.get("name") == name
+            for o in d["metadata"].get("ownerReferences") or [])]
+        for deployment in owned:
+            status = deployment.get("status") or {}
+            labels = (deployment["spec"].get("selector") or {}).get("matchLabels") or {}
+            running = [p for p in pods if labels.items() <= (p["metadata"].get("labels") or {})
+                       .items() and not p["metadata"].get("deletionTimestamp")]
+            if not (status.get("observedGeneration") == deployment["metadata"]["generation"]
+                    and status.get("updatedReplicas") == status.get("readyReplicas") == 1
+                    and len(running) == 1):
+                missing.append(f"Deployment {deployment['metadata']['name']}: rolling out")
+    return missing

@@ -20,11 +20,8 @@ What runs, and who stands in for what a cluster provides:
 from __future__ import annotations
 
 import copy
-import json
 import logging
-import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +30,8 @@ from typing import Any
 import yaml
 
 from functions.cluster.manifests import FIELD_MANAGER, apply_objects, load_documents
-from functions.cluster.runner import Component, LocalCluster, stop_process_group
 from functions.dev import knative
-from functions.dev.kubelet import LocalKubelet, PodNetwork
+from functions.dev.podhost import PodHost
 from functions.kube.client import KubeClient
 from functions.runtime.post_server import PostServer
 from functions.runtime.recording import RecordedRequest, now_stamp
@@ -129,82 +125,25 @@ def recorder_trigger(brokers: list[Obj]) -> Obj:
 
 
 @dataclass
-class KnativeEventing:
+class KnativeEventing(PodHost):
     """Start with :meth:`start_network` (right after the cluster), then :meth:`install`."""
 
-    cluster: LocalCluster
-    bin_dir: Path
-    proxy_port: int
     record: Callable[[RecordedRequest], None] | None = None
     recording: bool = False
-    network: Component | None = None
-    kubelet: LocalKubelet | None = None
     recorder: Recorder | None = None
-    routes: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def run_dir(self) -> Path:
-        return self.cluster.root / "net"
-
-    @property
-    def proxy_url(self) -> str:
-        """The cluster network's HTTP proxy, for callers on this machine."""
-        return f"http://127.0.0.1:{self.proxy_port}"
-
-    @staticmethod
-    def proxy_socket(cluster: LocalCluster) -> Path:
-        """The cluster network's proxy socket: the pods' ``HTTP_PROXY`` and the API server's
-        egress to the cluster network."""
-        return cluster.root / "net" / "proxy.sock"
-
-    def pod_network(self) -> PodNetwork:
-        return PodNetwork(api_port=self.cluster.api_port, api_sock=self.run_dir / "api.sock",
-                          proxy_port=self.proxy_port, proxy_sock=self.proxy_socket(self.cluster),
-                          pods_dir=self.cluster.root / "p")
 
     def start_network(self) -> None:
-        self.run_dir.mkdir(exist_ok=True)
-        net = self.pod_network()
-        net.pods_dir.mkdir(exist_ok=True)
         if self.recording or self.record is not None:
             self.recorder = Recorder(self.record)
             self.recorder.server.start()
             self.routes[RECORDER_HOST] = [self.recorder.server.url]
-        self._write_routes()
-        config = {"kubeconfig": str(self.cluster.kubeconfig), "listen_port": self.proxy_port,
-                  "api_port": self.cluster.api_port, "api_sock": str(net.api_sock),
-                  "proxy_sock": str(net.proxy_sock), "pods_dir": str(net.pods_dir),
-                  "routes_file": str(self.run_dir / "routes.json")}
-        config_file = self.run_dir / "network.json"
-        config_file.write_text(json.dumps(config))
-        self.network = Component("network", [sys.executable, "-m", "functions.dev.network",
-                                              str(config_file)], self.cluster.logs / "network.log")
-        self.network.start()
-        deadline = time.monotonic() + 30
-        while not (net.proxy_sock.exists() and net.api_sock.exists()):
-            if self.network.exited() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster network did not start; log: "
-                                   f"{self.network.log}\n{self.network.tail()}")
-            time.sleep(0.05)
-
-    def route(self, service: str, namespace: str, urls: list[str]) -> None:
-        """Send ``<service>.<namespace>`` (any port) to ``urls`` in turn, as Knative Serving
-        routes a Knative Service's address to its pods."""
-        self.routes[f"{service}.{namespace}"] = list(urls)
-        self._write_routes()
-
-    def _write_routes(self) -> None:
-        path = self.run_dir / "routes.json"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.routes))
-        temporary.replace(path)
+        super().start_network()
 
     def install(self, kube: KubeClient) -> None:
         """Knative Eventing (and the Serving CRDs), and the kubelet that runs its pods."""
         apply_objects(kube, load_documents([self.bin_dir / "crds" / "serving"]))
         knative.install(kube, self.bin_dir)
-        self.kubelet = LocalKubelet(kube, self.bin_dir, self.cluster.kubeconfig,
-                                    self.pod_network(), self.cluster.logs).start()
+        self.start_kubelet(kube)
 
     def wait_webhooks(self, kube: KubeClient, timeout: float = 90.0) -> None:
         knative.wait_until(lambda: knative.webhooks_configured(kube), timeout,
@@ -226,20 +165,7 @@ class KnativeEventing:
     def events(self) -> list[RecordedRequest]:
         return self.recorder.snapshot() if self.recorder is not None else []
 
-    def check(self) -> None:
-        if self.network is not None and self.network.exited() is not None:
-            raise RuntimeError(f"the cluster network exited; log: {self.network.log}\n"
-                               f"{self.network.tail()}")
-
     def stop(self) -> None:
-        if self.kubelet is not None:
-            self.kubelet.stop()
-            for pod in self.kubelet.snapshot():
-                if pod.process is not None:
-                    stop_process_group(pod.process.pid, 3.0)
-            self.kubelet = None
-        if self.network is not None and self.network.process is not None:
-            stop_process_group(self.network.process.pid)
-            self.network = None
+        super().stop()
         if self.recorder is not None:
             self.recorder.server.stop()

@@ -1,9 +1,11 @@
-"""A kubelet for the pods whose image is a Knative Eventing command: it runs them as local
-processes, each in a network namespace of its own, and reports their status.
+"""A kubelet for the pods whose image is a command built here (Knative Eventing's, the
+upstream Trainer and JobSet controllers): it runs them as local processes, each in a network
+namespace of its own, and reports their status.
 
 kwok plays the kubelet of every other pod (they never run). These pods must really run: the
-Knative controllers, webhook and data plane that ``config/`` and ``eventing/`` rely on, and
-the receive adapter Deployments the ApiServerSource controller creates. For each pod bound to
+Knative controllers, webhook and data plane that ``config/`` and ``eventing/`` rely on, the
+receive adapter Deployments the ApiServerSource controller creates, and the controllers (and
+admission webhooks) of the Trainer's upstream Deployment and of JobSet. For each pod bound to
 a node (the scheduler places them on kwok's nodes; kwok is told to leave them alone), this
 does what a kubelet does, and only that:
 
@@ -11,12 +13,18 @@ does what a kubelet does, and only that:
   pod's ServiceAccount token (a kubeconfig stands in for the in-cluster config files) and
   ``HTTP_PROXY`` (the pod network: :mod:`functions.dev.network`);
 * its own network namespace (:mod:`functions.dev.podnet`), so ports never collide;
+* for a container that mounts volumes, a root directory of its own
+  (:mod:`functions.dev.podroot`) with its ``configMap``, ``secret`` and ``emptyDir`` volumes
+  (whole-volume mounts kept current) and the ServiceAccount volume the API server adds, which
+  it reads as in a cluster (``KUBERNETES_SERVICE_HOST``); any other container gets that
+  token in a kubeconfig;
 * status: ``Running`` with a pod IP, ``Ready`` only while the readiness probe passes,
   restarts with the crash-loop back-off, and the process stopped (SIGTERM, then SIGKILL after
   the grace period) once the pod is deleted, e.g. by a rollout after the controller changed
   its Deployment.
 
-Liveness probes, resource limits, volumes and security contexts are not applied.
+Liveness probes, resource limits, other volume types and security contexts are not
+applied.
 """
 
 from __future__ import annotations
@@ -32,14 +40,15 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from functions.cluster.runner import stop_process_group
 from functions.core.errors import TemporaryError
 from functions.dev.core import podspec
+from functions.dev.core.volumes import VolumeError, needs_root
+from functions.dev.localpod import LocalPod, PodNetwork, now_iso
+from functions.dev.podroot import PodRoot, lookup_bytes
 from functions.dev.sandbox import SANDBOX, probe_once
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube import resources
@@ -52,54 +61,8 @@ STRATEGIC = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "odh-local-kubelet"
 MAX_GRACE_SECONDS = 10.0
 HOST_IP = "10.240.0.1"
-
-
-@dataclass(frozen=True)
-class PodNetwork:
-    """How a pod's sandbox reaches the API server and the cluster network."""
-
-    api_port: int
-    api_sock: Path
-    proxy_port: int
-    proxy_sock: Path
-    pods_dir: Path
-
-
-@dataclass
-class LocalPod:
-    """One pod this kubelet runs."""
-
-    pod: dict[str, Any]
-    binary: str
-    ip: str
-    start_time: str
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    started_at: str | None = None
-    ready: bool = False
-    restarts: int = 0
-    last_exit: int | None = None
-    last_finished_at: str | None = None
-    next_start: float = 0.0
-    next_probe: float = 0.0
-    successes: int = 0
-    failures: int = 0
-    reported: tuple[bool, bool, int] | None = None
-    stopping: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def key(self) -> str:
-        meta = self.pod["metadata"]
-        return f"{meta['namespace']}/{meta['name']}"
-
-    @property
-    def uid(self) -> str:
-        return str(self.pod["metadata"]["uid"])
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# how often the whole-volume mounts are written again (a kubelet: about a minute)
+REFRESH_SECONDS = 2.0
 
 
 class LocalKubelet:
@@ -234,6 +197,8 @@ class LocalKubelet:
                 return
         binary = podspec.binary_for(pod)
         spec = pod.get("spec") or {}
+        if binary is not None and not (self.bin_dir / binary).exists():
+            binary = None  # not built here: kwok runs it (``kwok_local_images``)
         if (binary is None or not spec.get("nodeName") or pod["metadata"].get("deletionTimestamp")
                 or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")):
             return
@@ -263,6 +228,13 @@ class LocalKubelet:
             self._start(local)
         if local.process is not None and time.monotonic() >= local.next_probe:
             self._probe(local)
+        if local.root is not None and time.monotonic() >= local.next_refresh:
+            local.next_refresh = time.monotonic() + REFRESH_SECONDS
+            local.root.pod = local.pod
+            try:
+                local.root.refresh()
+            except VolumeError as exc:
+                log.info("kubelet: volumes of %s: %s", local.key, exc)
         self._report(local)
 
     # -- containers -----------------------------------------------------------------------------
@@ -285,18 +257,34 @@ class LocalKubelet:
         meta, spec = pod["metadata"], pod["spec"]
         token = service_account_token(self.kube, meta["namespace"],
                                       spec.get("serviceAccountName") or "default", bound_pod=pod)
-        kubeconfig = token_kubeconfig(self.admin_kubeconfig, token, directory / "kubeconfig")
         proxy = f"http://127.0.0.1:{self.network.proxy_port}"
-        env.update({"KUBECONFIG": str(kubeconfig), "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy,
-                    "NO_PROXY": "127.0.0.1,localhost"})
+        env.update({"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "NO_PROXY": "127.0.0.1,localhost"})
+        argv = [str(self.bin_dir / local.binary), *args]
+        if needs_root(container):
+            try:
+                local.root = PodRoot.prepared(directory / "root", pod, self.bin_dir / local.binary,
+                                              lookup_bytes(self.kube), token)
+            except VolumeError as exc:  # e.g. its Secret is not there yet
+                log.info("kubelet: %s: %s", local.key, exc)
+                local.next_start = time.monotonic() + 1.0
+                return
+            argv[0] = local.root.entrypoint
+            env.update({"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                        "KUBERNETES_SERVICE_PORT": str(self.network.api_port)})
+        else:
+            kubeconfig = token_kubeconfig(self.admin_kubeconfig, token,
+                                          directory / "kubeconfig")
+            env["KUBECONFIG"] = str(kubeconfig)
         ports = set(podspec.container_ports(container)) | ({probe.port} if probe else set())
-        config = {
-            "argv": [str(self.bin_dir / local.binary), *args], "env": env,
+        config: dict[str, Any] = {
+            "argv": argv, "env": env,
             "outbound": [{"port": self.network.api_port, "unix": str(self.network.api_sock)},
                          {"port": self.network.proxy_port,
                           "unix": str(self.network.proxy_sock)}],
             "inbound": [{"unix": str(directory / str(p)), "port": p} for p in sorted(ports)],
         }
+        if local.root is not None:
+            config["root"] = str(local.root.directory)
         config_file = directory / "config.json"
         config_file.write_text(json.dumps(config))
         config_file.chmod(0o600)

@@ -36,7 +36,7 @@ from typing import Any
 
 from functions.dev.core import http1
 from functions.dev.core.routes import Backend, NoRoute, Resolver
-from functions.dev.podnet import CHUNK, pipe, splice
+from functions.dev.podnet import CHUNK, pipe, run_loop, splice
 from functions.kube import resources
 from functions.kube.cache import CacheSpec, Informer
 from functions.kube.client import KubeClient
@@ -267,7 +267,7 @@ def main(argv: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     network = Network(json.loads(Path(argv[0]).read_text()))
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(network.serve())
+        run_loop(network.serve())
     return 0
 
 

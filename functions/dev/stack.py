@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
-from functions.dev import knative
-from functions.dev.core.podspec import IMAGE_BINARIES
+from functions.dev import controllers, knative
 from functions.dev.knative_stack import KnativeEventing, cron_every
+from functions.dev.podhost import POD_HOST_CONTROLLERS, PodHost
 from functions.dev.sandbox import sandbox_available
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
@@ -110,8 +110,13 @@ class DevStack:
     broker: Broker = "knative"
     # Keep what the Broker accepted in memory (``knative.events()``), e.g. for tests.
     recording: bool = False
+    # Run the upstream Trainer and JobSet controllers (:mod:`functions.dev.controllers`);
+    # ``bin_dir`` must hold them (ensure-testbin's groups ``trainer`` and ``jobset``).
+    upstream_controllers: bool = False
     router: Router | None = None
     knative: KnativeEventing | None = None
+    # the network and kubelet of the pods run here (``knative`` on the real event path)
+    pods: PodHost | None = None
     processes: list[Component] = field(default_factory=list)
     function_urls: dict[str, str] = field(default_factory=dict)
     replica_urls: dict[str, list[str]] = field(default_factory=dict)
@@ -132,7 +137,8 @@ class DevStack:
 
     def _start(self) -> None:
         started = time.monotonic()
-        if self.broker == "knative":
+        runs_pods = self.broker == "knative" or self.upstream_controllers
+        if runs_pods:
             reason = sandbox_available()
             if reason:
                 raise RuntimeError(reason)
@@ -142,11 +148,10 @@ class DevStack:
         if self.cluster is None:
             self.cluster = LocalCluster(self.bin_dir)
         # else: a cluster given unstarted, configured by the caller (nodes, audit log)
-        if self.broker == "knative":
-            self.cluster.extra_controllers = ("endpoints-controller",
-                                              "clusterrole-aggregation-controller")
-            self.cluster.egress_socket = KnativeEventing.proxy_socket(self.cluster)
-            self.cluster.kwok_local_images = tuple(IMAGE_BINARIES)
+        if runs_pods:
+            self.cluster.extra_controllers = POD_HOST_CONTROLLERS
+            self.cluster.egress_socket = PodHost.proxy_socket(self.cluster)
+            self.cluster.kwok_local_images = controllers.local_images(self.bin_dir)
         self.cluster.start()
         self._phase("cluster", started)
         kube = self.cluster.client()
@@ -156,6 +161,11 @@ class DevStack:
                                            record=self._writer, recording=self.recording)
             self.knative.start_network()
             self.knative.install(kube)
+            self.pods = self.knative
+        elif self.upstream_controllers:
+            self.pods = PodHost(self.cluster, self.bin_dir, proxy_port)
+            self.pods.start_network()
+            self.pods.start_kubelet(kube)
         self._install(kube)
         self._phase("install", started)
         served = SERVED if self.broker == "knative" else FUNCTIONS
@@ -219,9 +229,12 @@ class DevStack:
     def _install(self, kube: KubeClient) -> None:
         """Our CRDs (validation is CEL inside them), the CRDs the Trainer depends on (JobSet, and
         PodMonitor which the upstream overlay ships), the namespaces the manifests name, and
-        the RBAC of every identity."""
-        paths = [self.config_dir / "crd", self.bin_dir / "crds" / "jobset",
-                 self.bin_dir / "crds" / "prometheus-operator"]
+        the RBAC of every identity. With the upstream controllers, JobSet's whole install."""
+        paths = [self.config_dir / "crd", self.bin_dir / "crds" / "prometheus-operator"]
+        if self.upstream_controllers:
+            controllers.install_jobset(kube, self.bin_dir)
+        else:
+            paths.append(self.bin_dir / "crds" / "jobset")
         apply_objects(kube, load_documents([p for p in paths if p.exists()]))
         rbac = [p for p in (self.config_dir / "rbac", self.eventing_dir / "rbac.yaml")
                 if p.exists()]
@@ -305,8 +318,8 @@ class DevStack:
             if code is not None:
                 raise RuntimeError(f"{component.name} exited with code {code}; log: "
                                    f"{component.log}\n{component.tail()}")
-        if self.knative is not None:
-            self.knative.check()
+        if self.pods is not None:
+            self.pods.check()
 
     def stop(self) -> None:
         """Stop in dependency order: the event path, functions, then the cluster."""
@@ -317,8 +330,9 @@ class DevStack:
         if self.router is not None:
             self.router.stop()
             self.router = None
-        if self.knative is not None:
-            self.knative.stop()
+        if self.pods is not None:
+            self.pods.stop()
+            self.pods = self.knative = None
         for component in reversed(self.processes):
             if component.process is not None and component not in adapters:
                 stop_process_group(component.process.pid)

@@ -4,12 +4,15 @@ events, run summaries, the report rows) and one smallest run of the limit system
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import burst_audit, burst_proc, report_burst
+from bench import burst_audit, burst_proc, burst_systems, report_burst
 from bench.burst import best_limit, one_run, per_job, summarise
 from bench.burst_workload import JOB_LABEL, Progress
 
@@ -194,6 +197,52 @@ def test_report_row_and_sweep_line() -> None:
     assert ("| limit (best of sweep: 16 threads) | 2 | 2.5 | n/a | n/a | 7 | create 7 | 0 / 0 "
             "| 1 (0 timed out) |") in lines
     assert "Limit sweep (T by create-loop concurrency): 8 threads: 3 s, 16 threads: 2 s." in lines
+
+
+def test_report_lists_the_event_path_by_part_largest_first() -> None:
+    def figure(value: float) -> dict[str, float]:
+        return {"median": value, "min": value, "max": value, "n": 1}
+
+    ours = {**summarise([run_result(2.0, 2.5)]),
+            "event_path_cpu_s.imc-dispatcher_at_created": figure(5.3),
+            "event_path_cpu_s.imc-dispatcher_at_end": figure(9.0),
+            "event_path_cpu_s.cluster-network_at_created": figure(7.5)}
+    lines = report_burst.markdown_lines({"jobs_10": {"ours-knative": ours}})
+    assert ("ours-knative: event path CPU to T by part (s): cluster-network 7.5, "
+            "imc-dispatcher 5.3.") in lines
+
+
+@pytest.mark.parametrize(("meta", "workload"), [
+    pytest.param({"name": "mt-broker-filter-7d9f8c6b5-x2x9z",
+                  "generateName": "mt-broker-filter-7d9f8c6b5-",
+                  "labels": {"pod-template-hash": "7d9f8c6b5"}}, "mt-broker-filter",
+                 id="deployment-pod"),
+    pytest.param({"name": "apiserversource-odh-training-ob1f-5c6d7-abcde",
+                  "generateName": "apiserversource-odh-training-ob1f-5c6d7-",
+                  "labels": {"pod-template-hash": "5c6d7",
+                             "eventing.knative.dev/sourceName": "odh-training-objects"}},
+                 "adapter-odh-training-objects", id="receive-adapter-by-its-source"),
+    pytest.param({"name": "web-0", "generateName": "web-", "labels": {}}, "web",
+                 id="statefulset-pod"),
+    pytest.param({"name": "lonely"}, "lonely", id="bare-pod"),
+])
+def test_workload_of(meta: dict[str, Any], workload: str) -> None:
+    assert burst_systems.workload_of({"metadata": meta}) == workload
+
+
+def test_children_and_own_cpu_of_a_live_process() -> None:
+    burn = ("import time\nend = time.process_time() + 0.4\n"
+            "while time.process_time() < end: pass\nprint(flush=True)\ntime.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE)
+    try:
+        assert child.pid in burst_proc.children(os.getpid())
+        assert child.stdout is not None
+        child.stdout.readline()  # it has burnt its CPU
+        assert burst_proc.own_cpu_of([child.pid]) >= 0.3
+        assert burst_proc.own_cpu_of([2 ** 22 + 7]) == 0.0  # no such process
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.cluster

@@ -62,3 +62,26 @@ def test_write_report_makes_the_table_and_a_png_per_suite(tmp_path: Path) -> Non
     assert sorted(p.name for p in written) == ["latest.md", "resync.png", "throughput.png"]
     for path in written[1:]:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_merge_keeps_what_the_new_run_did_not_measure() -> None:
+    from bench.__main__ import merge
+
+    base: dict[str, Any] = {"when": "first", "burst": {"systems": "limit,ours",
+                                       "jobs_200": {"limit": {"t": 1}, "ours": {"t": 2}}},
+            "runtime": {"x": 1}}
+    new: dict[str, Any] = {"burst": {"systems": "ours-knative",
+                                     "jobs_200": {"ours-knative": {"t": 3}}}}
+    merged = merge(base, new)
+    assert merged["burst"]["jobs_200"] == {"limit": {"t": 1}, "ours": {"t": 2},
+                                           "ours-knative": {"t": 3}}
+    assert merged["runtime"] == {"x": 1}
+    assert merged["when"] == "first"
+    assert base["burst"]["jobs_200"] == {"limit": {"t": 1}, "ours": {"t": 2}}  # untouched
+
+
+def test_markdown_names_each_update() -> None:
+    text = markdown({"when": "w", "updates": [{"when": "later", "command": "python -m bench"
+                                               " --only burst --merge"}]}, "python -m bench")
+    assert ("Updated by `python -m bench --only burst --merge` (later): the figures it "
+            "measured replace those of the first run.") in text

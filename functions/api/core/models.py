@@ -85,7 +85,7 @@ class _JobFields(_Wire):
     queue: QueueName | None = Field(default=None, description=(
         "queue name; with Kueue installed the job is left to that LocalQueue"))
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=16, description=(
-        "extra labels for the job (and the pods of the kubeflow.org kinds)"))
+        "extra labels for the job and its pods (a TrainJob's trainer nodes)"))
 
     @field_validator("labels")
     @classmethod

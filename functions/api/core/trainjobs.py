@@ -2,7 +2,9 @@
 what a TrainJob's status and pods say back.
 
 A TrainJob names a ClusterTrainingRuntime (``spec.runtimeRef``) and overrides the runtime's
-trainer with ``spec.trainer`` (image, command, args, env, numNodes, resourcesPerNode). The
+trainer with ``spec.trainer`` (image, command, args, env, numNodes, resourcesPerNode); the
+request's labels also go onto the trainer nodes' pods, as onto the pods of the v1 kinds,
+through a runtime patch of this service's own (``spec.runtimePatches``). The
 upstream controller makes a JobSet of it; its child Jobs are counted in ``status.jobsStatus``
 and its pods carry the JobSet's labels. Like the v1 kinds, it is created suspended
 (``spec.suspend``) and labelled for the queue.
@@ -24,6 +26,8 @@ TRAINER_REPLICA = "node"
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+# who owns the runtime patch that labels the trainer nodes' pods
+PATCH_MANAGER = "training.opendatahub.io/api"
 
 
 def container_resources(resources: ResourceRequest, *, gpus: bool = True) -> Obj:
@@ -52,12 +56,23 @@ def build(request: TrainJobRequest, namespace: str, metadata: Obj) -> Obj:
     per_node = container_resources(request.resources)
     if per_node:
         trainer["resourcesPerNode"] = per_node
+    spec: Obj = {"suspend": True,
+                 "runtimeRef": {"apiGroup": RUNTIME_GROUP, "kind": RUNTIME_KIND,
+                                "name": request.runtime},
+                 "trainer": trainer}
+    if request.labels:
+        spec["runtimePatches"] = [pod_labels_patch(request.labels)]
     return {"apiVersion": TRAINER_API_VERSION, "kind": TRAINJOB_KIND,
             "metadata": {"name": request.name, "namespace": namespace, **metadata},
-            "spec": {"suspend": True,
-                     "runtimeRef": {"apiGroup": RUNTIME_GROUP, "kind": RUNTIME_KIND,
-                                    "name": request.runtime},
-                     "trainer": trainer}}
+            "spec": spec}
+
+
+def pod_labels_patch(labels: dict[str, str]) -> Obj:
+    """A runtime patch that labels the pods of the trainer's replicated job."""
+    pod_template = {"metadata": {"labels": dict(labels)}}
+    return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": TRAINER_REPLICA,
+                            "template": {"spec": {"template": pod_template}}}]}}}}
 
 
 def running(cr: Obj) -> bool:

@@ -1,12 +1,13 @@
 """What a kubelet derives from a Pod before and while it runs it, as pure functions.
 
-The local kubelet (:mod:`functions.dev.kubelet`) runs the pods whose image is a Knative
-Eventing command it has a binary for, and must give each container exactly what a kubelet
-would: the environment the pod spec declares (values, ``fieldRef``, ``configMapKeyRef`` and
-``secretKeyRef``, ``envFrom``, ``$(VAR)`` references), the arguments, and a status that
-follows the container (Running, Ready once its readiness probe passes, restarts with the
-kubelet's back-off). Anything it cannot provide faithfully is refused with
-:class:`PodSpecError`, the way a kubelet reports ``CreateContainerConfigError``.
+The local kubelet (:mod:`functions.dev.kubelet`) runs the pods whose image is a command it
+has a binary for (Knative Eventing's, the upstream Trainer and JobSet controllers), and must
+give each container exactly what a kubelet would: the environment the pod spec declares
+(values, ``fieldRef``, ``configMapKeyRef`` and ``secretKeyRef``, ``envFrom``, ``$(VAR)``
+references), the arguments, and a status that follows the container (Running, Ready once its
+readiness probe passes, restarts with the kubelet's back-off). Anything it cannot provide
+faithfully is refused with :class:`PodSpecError`, the way a kubelet reports
+``CreateContainerConfigError``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 Obj = dict[str, Any]
+
+TRAINER_IMAGE = "quay.io/opendatahub/trainer:odh-stable"
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset:v0.12.0"
 
 # Knative's manifests name images by Go import path (``ko://``); the binaries are built from
 # those packages by hack/ensure-testbin.sh under these names.
@@ -30,6 +34,16 @@ IMAGE_BINARIES: Mapping[str, str] = {
     "ko://knative.dev/eventing/cmd/in_memory/channel_dispatcher": "imc_dispatcher",
     "ko://knative.dev/eventing/cmd/mtping": "mtping",
     "ko://knative.dev/eventing/cmd/apiserver_receive_adapter": "apiserver_receive_adapter",
+    # The upstream Trainer controller the Trainer's manifests deploy (params.env's image),
+    # and the JobSet controller of their third-party JobSet release.
+    TRAINER_IMAGE: "trainer-controller-manager",
+    JOBSET_IMAGE: "jobset-controller-manager",
+}
+# An image's entrypoint, where a Deployment names it as its command (a ko image's
+# entrypoint is its binary, and its Deployments name no command).
+IMAGE_ENTRYPOINTS: Mapping[str, tuple[str, ...]] = {
+    TRAINER_IMAGE: ("/manager",),
+    JOBSET_IMAGE: ("/manager",),
 }
 
 # The kubelet's crash-loop back-off: 10 s, doubled per restart, at most five minutes.
@@ -139,10 +153,14 @@ def container_env(pod: Obj, container: Obj, lookup: DataLookup) -> dict[str, str
 
 
 def container_args(container: Obj, env: Mapping[str, str]) -> list[str]:
-    """The arguments after the image's entrypoint (a ko image's entrypoint is its binary)."""
-    if container.get("command"):
+    """The arguments after the image's entrypoint (a command that is the image's own
+    entrypoint, as JobSet's Deployment writes it, is the same)."""
+    command = [expand(str(word), env) for word in container.get("command") or []]
+    entrypoint = IMAGE_ENTRYPOINTS.get(str(container.get("image", "")), ())
+    if command and (not entrypoint or tuple(command[:len(entrypoint)]) != entrypoint):
         raise PodSpecError("a command replacing the image's entrypoint is not supported")
-    return [expand(str(arg), env) for arg in container.get("args") or []]
+    return command[len(entrypoint):] + [expand(str(arg), env)
+                                        for arg in container.get("args") or []]
 
 
 def container_ports(container: Obj) -> list[int]:

@@ -74,7 +74,12 @@ def test_build_a_suspended_queued_trainjob() -> None:
                              "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
                              "resourcesPerNode": {
                                  "requests": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": 1},
-                                 "limits": {"memory": "8Gi", "nvidia.com/gpu": 1}}}}}
+                                 "limits": {"memory": "8Gi", "nvidia.com/gpu": 1}}},
+                 "runtimePatches": [{
+                     "manager": "training.opendatahub.io/api",
+                     "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{
+                         "name": "node", "template": {"spec": {"template": {
+                             "metadata": {"labels": {"team": "x"}}}}}}]}}}}]}}
     entry = queue.entry_of(job)
     assert entry is not None
     assert (entry.kind, entry.phase, entry.gpus, entry.priority) == ("TrainJob", "Queued", 2, 3)
@@ -83,6 +88,7 @@ def test_build_a_suspended_queued_trainjob() -> None:
 def test_a_minimal_trainjob_sets_only_what_was_asked() -> None:
     job = crs.build_job(parse_request(GOOD), "ns", NOW, "u", kueue=True)
     assert job["spec"]["trainer"] == {"image": "img:1", "numNodes": 1}
+    assert "runtimePatches" not in job["spec"]
     assert queue.LABEL_QUEUE_STATE in job["metadata"]["labels"]  # no queue name: ours
 
 

@@ -108,9 +108,26 @@ def test_readiness_probe_refused(container: Obj) -> None:
         podspec.readiness_probe(container)
 
 
-def test_a_command_replacing_the_entrypoint_is_refused() -> None:
+@pytest.mark.parametrize("container", [
+    pytest.param({"command": ["/bin/sh"]}, id="ko-image"),
+    pytest.param({"image": podspec.JOBSET_IMAGE, "command": ["/bin/sh", "-c", "/manager"]},
+                 id="other-than-the-image-entrypoint"),
+])
+def test_a_command_replacing_the_entrypoint_is_refused(container: Obj) -> None:
     with pytest.raises(podspec.PodSpecError):
-        podspec.container_args({"command": ["/bin/sh"]}, {})
+        podspec.container_args(container, {})
+
+
+@pytest.mark.parametrize(("container", "args"), [
+    pytest.param({"image": podspec.JOBSET_IMAGE, "command": ["/manager"],
+                  "args": ["--config=/c.yaml"]}, ["--config=/c.yaml"], id="entrypoint-named"),
+    pytest.param({"image": podspec.JOBSET_IMAGE, "command": ["/manager", "--zap-devel"],
+                  "args": ["--x=$(X)"]}, ["--zap-devel", "--x=1"], id="entrypoint-with-words"),
+    pytest.param({"image": podspec.TRAINER_IMAGE, "args": ["--config=/c.yaml"]},
+                 ["--config=/c.yaml"], id="no-command"),
+])
+def test_a_command_that_is_the_image_entrypoint(container: Obj, args: list[str]) -> None:
+    assert podspec.container_args(container, {"X": "1"}) == args
 
 
 @pytest.mark.parametrize(("restarts", "seconds"), [

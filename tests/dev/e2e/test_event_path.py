@@ -20,7 +20,7 @@ from functions.kube.resources import Resource
 from functions.runtime.registry import load_controllers
 from functions.trainer import kinds
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes, objects_adapter
+from tests.dev.e2e.conftest import NAMESPACE, attributes, objects_adapter
 from tests.runtime.test_event_coverage import watched_kinds
 from tests.support import REPO, condition, wait_for
 
@@ -72,18 +72,6 @@ NOT_MADE = {"MPIJob-v1": {"Service", "Job"}}
 DRIFT_NAMESPACE = "e2e-drift"
 
 
-def adapter_settled(kube: KubeClient) -> bool:
-    """The all-namespaces adapter's Deployment rolled out: the controller's last change
-    observed, one pod, Ready."""
-    deployment = objects_adapter(kube)
-    status = deployment.get("status") or {}
-    pods = kube.list(resources.PODS, NAMESPACE,
-                     label_selector=OBJECTS_ADAPTER_PODS)
-    return (status.get("observedGeneration") == deployment["metadata"]["generation"]
-            and status.get("updatedReplicas") == status.get("readyReplicas") == 1
-            and len(pods) == 1 and not pods[0]["metadata"].get("deletionTimestamp"))
-
-
 @pytest.fixture(scope="module")
 def job_namespaces(stack: DevStack, kube: KubeClient) -> list[str]:
     """The namespaces of the job tests, created together. Each namespace created makes the
@@ -102,20 +90,14 @@ def job_namespaces(stack: DevStack, kube: KubeClient) -> list[str]:
     wait_for(lambda: objects_adapter(kube)["metadata"]["generation"] > generation, 30, 0.2,
              "the ApiServerSource controller to rewrite the adapter's Deployment")
     print(f"adapter Deployment rewritten {time.monotonic() - started:.1f}s after the namespaces")
-    sources = kube.resource_for("sources.knative.dev/v1", "ApiServerSource")
-
-    def tracked() -> set[str]:
-        source = kube.get(sources, "odh-training-objects", NAMESPACE) or {}
-        return set((source.get("status") or {}).get("namespaces") or [])
-
-    wait_for(lambda: set(names) <= tracked(), 60, 0.2,
-             "the source to track every new namespace")  # no rewrite for them is left
-    wait_for(lambda: adapter_settled(kube), 60, 0.5, "the adapter's rollout")
+    wait_for(lambda: not [m for name in names
+                          for m in knative.sources_not_watching(kube, name, NAMESPACE)],
+             60, 0.5, "the sources to track every new namespace and their adapters' rollout")
     probe = {"apiVersion": "v1", "kind": "Service",
              "metadata": {"name": "e2e-probe", "namespace": DRIFT_NAMESPACE,
                           "labels": {"training.kubeflow.org/job-name": "e2e-probe"}},
              "spec": {"clusterIP": "None", "selector": {"probe": "none"}}}
-    knative = stack.knative
+    eventing = stack.knative
 
     def probe_delivered() -> bool:
         kube.apply(copy.deepcopy(probe), "e2e-user")
@@ -123,7 +105,7 @@ def job_namespaces(stack: DevStack, kube: KubeClient) -> list[str]:
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             if any(e.get("name") == "e2e-probe" and e.get("namespace") == DRIFT_NAMESPACE
-                   for e in map(attributes, knative.events())):
+                   for e in map(attributes, eventing.events())):
                 return True
             time.sleep(0.1)
         return False

@@ -3,13 +3,14 @@ run with v1 semantics next to v2beta1 MPIJobs by the same CRD and controller."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from functions.cluster import kwok
-from functions.jobs.core.flavour import ANNOTATION
+from functions.jobs.core.flavour import ANNOTATION, spec_api_version
 from functions.jobs.core.frameworks import LABEL_JOB_ROLE
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
@@ -198,6 +199,35 @@ def test_v1_ttl_and_active_deadline(kube: KubeClient, crds: None, namespace: str
     ttl.run_until(lambda: ttl.get() is None, timeout=20, what="job deleted by TTL")
     assert 2.0 <= (datetime.now(UTC) - completed).total_seconds() <= 10.0
     assert ("SuccessfulDeleteJob", "Deleted job: ttl") in ttl.events()
+
+
+def test_v1_flavour_holds_when_a_queue_and_the_author_write_later(
+        kube: KubeClient, crds: None, namespace: str) -> None:
+    """The real API server's managedFields: a queue writes the spec through v2beta1, then the
+    author writes again through v1, which moves the author's entry time past the queue's. The
+    earliest-writer rule alone would now say v2beta1; the pin keeps the job a v1 MPIJob."""
+    job = v1_job(namespace, "kept")
+    driver = JobDriver(kube, job)
+    driver.created = kube.create(job, res=MPIJOBS_V1, field_manager="author")
+    driver.run_until(lambda: driver.pod("kept-launcher"), what="the launcher pod")
+    assert (driver.get() or {})["metadata"]["annotations"][ANNOTATION] == "kubeflow.org/v1"
+    time.sleep(1.1)  # managedFields times have a resolution of one second
+    kube.patch(driver.res, "kept", {"spec": {"runPolicy": {"backoffLimit": 3}}}, namespace,
+               field_manager="queue")
+    time.sleep(1.1)
+    kube.patch(MPIJOBS_V1, "kept", {"spec": {"slotsPerWorker": 1}}, namespace,
+               field_manager="author")
+    stored = driver.get() or {}
+    unpinned = {**stored, "metadata": {k: v for k, v in stored["metadata"].items()
+                                       if k != "annotations"}}
+    assert spec_api_version(unpinned) == "kubeflow.org/v2beta1"
+    for _ in range(5):
+        driver.step()
+    assert driver.services() == [], "no mpi-operator Service"
+    assert kube.get(resources.SECRETS, "kept-ssh", namespace) is None
+    assert kube.get(resources.JOBS, "kept-launcher", namespace) is None
+    config = kube.get(resources.CONFIGMAPS, "kept-config", namespace) or {}
+    assert config["data"]["hostfile"] == "kept-worker-0 slots=1\nkept-worker-1 slots=1\n"
 
 
 @pytest.mark.parametrize(("change", "message"), [

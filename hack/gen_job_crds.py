@@ -8,6 +8,7 @@ admission webhooks with CEL rules, so no webhook server is needed. Run:
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 from functions.jobs.core.frameworks import (  # noqa: E402 - needs ROOT on the path
     JAX,
     MPI,
+    MPI_V1,
     MXNET,
     PADDLE,
     PYTORCH,
@@ -139,25 +141,50 @@ def mxnet() -> dict[str, Any]:
 
 
 def mpi() -> dict[str, Any]:
+    """MPIJob, served as ``v2beta1`` (mpi-operator, the storage version) and ``v1``
+    (training-operator 1.9, which the Kubeflow Training SDK always uses for MPIJobs).
+
+    One storage and ``conversion: None``: an object reads the same through either version.
+    The API server prunes by the schema of the version a request names, so both versions
+    carry ONE schema, the union of both APIs' fields; with per-version schemas a field only
+    one version knows (``mainContainer``, ``cleanPodPolicy``, ``sshAuthMountPath``) would be
+    dropped on the way through the other. Which semantics a job gets is not in the schema but
+    in how it was written (:mod:`functions.jobs.core.flavour`). ``v2beta1`` stays the storage
+    version, so the objects stored before ``v1`` was served stay as they are.
+    """
     types = list(MPI.replica_types)
-    spec = obj("Desired state of the MPIJob.", {
-        "mpiReplicaSpecs": replica_map(MPI.kind, types, None, "Launcher OnFailure, Worker Never",
+    spec = obj("Desired state of the MPIJob (the fields of both versions; each flavour reads "
+               "its own).", {
+        "mpiReplicaSpecs": replica_map(MPI.kind, types, None,
+                                       "v2beta1: Launcher OnFailure, Worker Never; v1: Never",
                                        [rule("self.exists(k, k.lowerAscii() == 'launcher')",
                                              "an MPIJob needs a Launcher replica spec"),
-                                        one_replica("launcher", "Launcher replicas must be 1",
-                                                    required=False)]),
-        "runPolicy": run_policy(managers(MPI)),
+                                        # both operators: one launcher (1 when unset)
+                                        rule("self.all(k, k.lowerAscii() != 'launcher' || "
+                                             "!has(self[k].replicas) || self[k].replicas == 1)",
+                                             "Launcher replicas must be 1")]),
+        "runPolicy": run_policy(sorted({*managers(MPI), *managers(MPI_V1)})),
         "slotsPerWorker": s("integer", "Slots per worker in the hostfile (default 1).",
                             format="int32", minimum=1),
-        "runLauncherAsWorker": s("boolean", "Also run ranks on the launcher."),
-        "sshAuthMountPath": s("string", "Where the SSH key is mounted (default /root/.ssh)."),
-        "launcherCreationPolicy": s("string", "AtStartup (default) or WaitForWorkersReady.",
+        "runLauncherAsWorker": s("boolean", "v2beta1: also run ranks on the launcher."),
+        "sshAuthMountPath": s("string", "v2beta1: where the SSH key is mounted (default "
+                                        "/root/.ssh)."),
+        "launcherCreationPolicy": s("string", "v2beta1: AtStartup (default) or "
+                                              "WaitForWorkersReady.",
                                     enum=["AtStartup", "WaitForWorkersReady"]),
-        "mpiImplementation": s("string", "OpenMPI (default), Intel or MPICH.",
+        "mpiImplementation": s("string", "v2beta1: OpenMPI (default), Intel or MPICH.",
                                enum=["OpenMPI", "Intel", "MPICH"]),
+        "mainContainer": s("string", "v1: the container of the workers kubexec.sh runs ranks "
+                                     "in (kubectl exec --container)."),
+        "cleanPodPolicy": s("string", "v1, deprecated: use runPolicy.cleanPodPolicy, which "
+                                      "wins when both are set.",
+                            enum=["All", "Running", "None"]),
     }, required=["mpiReplicaSpecs"])
     return crd("MPIJob", "mpijobs", "v2beta1", spec, None,
-               "MPIJob runs an MPI program: SSH-reachable workers and a launcher batch Job.")
+               "MPIJob runs an MPI program. Written through v2beta1 (mpi-operator): "
+               "SSH-reachable workers and a launcher batch Job. Written through v1 "
+               "(training-operator): a launcher pod that reaches the workers with kubectl "
+               "exec.")
 
 
 def xgboost() -> dict[str, Any]:
@@ -216,11 +243,43 @@ def _managed_by_transition(doc: dict[str, Any]) -> None:
         "spec.runPolicy.managedBy is immutable"))
 
 
+def _also_served_as(doc: dict[str, Any], version: str) -> None:
+    """Serve the storage version's schema (types and rules the same) under another name too.
+
+    One of the two copies leaves out the descriptions of the pod template fields (the core/v1
+    API's own, two thirds of the schema's size): with both documented the CRD would outgrow
+    the 256 KiB annotation in which a client-side ``kubectl apply`` keeps what it applied, and
+    ``kubectl apply -k`` of the install would fail. The storage version's copy goes without:
+    kubectl prefers a GA version over a beta one, so ``kubectl explain`` shows ``v1``'s docs
+    unless told otherwise. The job's own fields stay documented in both versions."""
+    versions = doc["spec"]["versions"]
+    served = copy.deepcopy(versions[0])
+    spec = versions[0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for replicas in spec["properties"].values():
+        template = (replicas.get("additionalProperties") or {}).get("properties", {}).get(
+            "template")
+        if template is not None:
+            for child in template["properties"].values():
+                _undocumented(child)
+    versions.append({**served, "name": version, "storage": False})
+
+
+def _undocumented(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("description", None)
+        for child in node.values():
+            _undocumented(child)
+    elif isinstance(node, list):
+        for child in node:
+            _undocumented(child)
+
+
 def documents() -> dict[str, dict[str, Any]]:
     docs = {"pytorchjobs": pytorch(), "tfjobs": tensorflow(), "mxjobs": mxnet(), "mpijobs": mpi(),
             "xgboostjobs": xgboost(), "paddlejobs": paddle(), "jaxjobs": jax()}
     for doc in docs.values():
         _managed_by_transition(doc)
+    _also_served_as(docs["mpijobs"], "v1")
     return {f"{plural}.kubeflow.org.yaml": doc for plural, doc in docs.items()}
 
 

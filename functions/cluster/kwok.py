@@ -128,9 +128,12 @@ def _skip_images(stage: str, images: tuple[str, ...]) -> str:
 
 
 def node(name: str, *, cpu: str = "64", memory: str = "256Gi", pods: str = "1500",
-         gpus: int = 0) -> dict[str, Any]:
-    """A fake node kwok manages; ``gpus`` adds ``nvidia.com/gpu`` capacity."""
-    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+         ephemeral_storage: str = "1Ti", gpus: int = 0) -> dict[str, Any]:
+    """A fake node kwok manages; ``gpus`` adds ``nvidia.com/gpu`` capacity. Like a kubelet's
+    node, it reports local ephemeral storage: pods that request some (MPIJob v1's launcher
+    does) are scheduled only where there is."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods,
+                "ephemeral-storage": ephemeral_storage}
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
               "kubernetes.io/arch": "amd64", "type": "kwok"}
     if gpus:

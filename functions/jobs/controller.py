@@ -32,7 +32,15 @@ from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
 from functions.jobs import coexistence, metrics
 from functions.jobs.core import mpi
-from functions.jobs.core.frameworks import FRAMEWORKS, LABEL_JOB_NAME, LABEL_OPERATOR, Framework
+from functions.jobs.core.flavour import pin_patch
+from functions.jobs.core.frameworks import (
+    FLAVOURS,
+    FRAMEWORKS,
+    LABEL_JOB_NAME,
+    LABEL_OPERATOR,
+    MPI,
+    Framework,
+)
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
@@ -102,8 +110,9 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         if found is None:
             return None
         job_obj, job = found
-        observed = observe(ctx, job, fresh=fresh)
-        keys = new_ssh_keys() if fw.kind == "MPIJob" and observed.secret is None else None
+        _pin_flavour(ctx, fw, job_obj)
+        observed = observe(ctx, job, fresh=fresh, launcher_rbac=True)
+        keys = new_ssh_keys() if job.framework == MPI and observed.secret is None else None
         plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
         if fresh or not (plan.restarts or _replaces(plan, observed, job_obj)):
             break
@@ -113,6 +122,16 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         fresh = True
     execute(ctx, fw, job_obj, plan, RECONCILE_MANAGER)
     return _result(plan.requeue_after)
+
+
+def _pin_flavour(ctx: Context, fw: Framework, job_obj: Obj) -> None:
+    """Record once which API a job of a kind served in two (MPIJob) was written through
+    (:mod:`functions.jobs.core.flavour`), before anything is made for it."""
+    patch = pin_patch(job_obj)
+    if patch is not None:
+        meta = job_obj["metadata"]
+        ctx.kube.patch(RESOURCES[fw.kind], meta["name"], patch, meta["namespace"],
+                       field_manager=RECONCILE_MANAGER)
 
 
 def _replaces(plan: Plan, observed: Observed, job_obj: Obj) -> bool:
@@ -218,13 +237,16 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
 # -- registration -------------------------------------------------------------------------------
 
 def _label_parent(fw: Framework) -> Callable[[Obj], ObjectKey | None]:
+    # Children of every flavour of the kind (MPIJob v1 pods carry training-operator's name).
+    operators = {f.operator_name for f in FLAVOURS[fw.kind]}
+
     def to_parent(obj: Obj) -> ObjectKey | None:
         owner = controller_owner(obj, fw.api_version, fw.kind)
         if owner is not None:
             return owner
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if labels.get(LABEL_OPERATOR) == fw.operator_name and labels.get(LABEL_JOB_NAME):
+        if labels.get(LABEL_OPERATOR) in operators and labels.get(LABEL_JOB_NAME):
             return ObjectKey(fw.api_version, fw.kind, str(meta.get("namespace") or ""),
                              str(labels[LABEL_JOB_NAME]))
         return None

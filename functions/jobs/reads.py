@@ -10,13 +10,13 @@ from collections import OrderedDict
 from typing import Any
 
 from functions.core.keys import ObjectKey
-from functions.jobs.core import mpi
-from functions.jobs.core.frameworks import LABEL_JOB_NAME, Framework
+from functions.jobs.core import mpi, mpi_v1
+from functions.jobs.core.frameworks import LABEL_JOB_NAME, MPI, MPI_V1, Framework
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_version
 from functions.jobs.core.model import Job, Obj, parse_job, reparse_job
 from functions.jobs.core.planning import Observed
 from functions.jobs.core.pods import controlled_by, uid_of
-from functions.jobs.core.settings import Settings
+from functions.jobs.core.settings import KUBECTL_DELIVERY_IMAGE, Settings
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
@@ -41,6 +41,7 @@ def settings_from_env(environ: dict[str, str] | None = None) -> Settings:
         cluster_domain=env.get("CUSTOM_CLUSTER_DOMAIN", ""),
         init_container_image=env.get("PYTORCH_INIT_CONTAINER_IMAGE", "alpine:3.10"),
         init_container_max_tries=int(env.get("PYTORCH_INIT_CONTAINER_MAX_TRIES", "100")),
+        kubectl_delivery_image=env.get("MPI_KUBECTL_DELIVERY_IMAGE", KUBECTL_DELIVERY_IMAGE),
     )
 
 
@@ -125,18 +126,40 @@ def get_active_job(ctx: Context, fw: Framework, key: ObjectKey, *,
     return found
 
 
+def _observe_launcher_rbac(kube: Reader, job: Job, observed: Observed) -> None:
+    # The ServiceAccount may be the user's own (the launcher template names it): it counts
+    # whoever made it, and is never taken over. The Role and RoleBinding must be the job's.
+    observed.service_account = kube.get(resources.SERVICEACCOUNTS,
+                                        mpi_v1.launcher_service_account(job), job.namespace)
+    name = mpi_v1.launcher_name(job)
+    observed.role = _owned(kube.get(resources.ROLES, name, job.namespace), job.uid)
+    observed.role_binding = _owned(kube.get(resources.ROLEBINDINGS, name, job.namespace),
+                                   job.uid)
+
+
 def _owned(obj: Obj | None, uid: str) -> Obj | None:
     return obj if obj is not None and controlled_by(obj, uid) else None
 
 
-def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = False) -> Observed:
+def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = False,
+            launcher_rbac: bool = False) -> Observed:
     """The children a job controls, from the reader (maybe a watch cache), or from the API
-    server when ``fresh``. Pods and Services are listed by the job-name label."""
+    server when ``fresh``. Pods and Services are listed by the job-name label. An MPIJob v1's
+    launcher ServiceAccount, Role and RoleBinding are read only for ``launcher_rbac`` (the
+    reconcile function, which makes them; the others never need them)."""
     kube: Reader = ctx.kube if fresh else ctx.read
     selector = f"{LABEL_JOB_NAME}={job.name}"
     pods = kube.list(resources.PODS, job.namespace, label_selector=selector)
     observed = Observed(job=job)
-    if job.framework.kind == "MPIJob":
+    if job.framework == MPI_V1:
+        observed.pods = [p for p in pods if controlled_by(p, job.uid)]
+        if services:
+            observed.config_map = _owned(kube.get(resources.CONFIGMAPS,
+                                                  mpi_v1.config_name(job), job.namespace),
+                                         job.uid)
+        if launcher_rbac:
+            _observe_launcher_rbac(kube, job, observed)
+    elif job.framework == MPI:
         observed.launcher = _owned(kube.get(resources.JOBS, mpi.launcher_name(job),
                                             job.namespace), job.uid)
         launcher_uid = uid_of(observed.launcher) if observed.launcher else "-"

@@ -51,6 +51,8 @@ NAMESPACES = _core("namespaces", "Namespace", namespaced=False)
 NODES = _core("nodes", "Node", namespaced=False)
 SERVICEACCOUNTS = _core("serviceaccounts", "ServiceAccount")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
@@ -76,7 +78,7 @@ PODGROUPS_SCHEDULER_PLUGINS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgr
 
 KNOWN: tuple[Resource, ...] = (
     PODS, SERVICES, CONFIGMAPS, SECRETS, EVENTS, NAMESPACES, NODES, SERVICEACCOUNTS,
-    DEPLOYMENTS, JOBS, LEASES, CRDS, HPAS, CLUSTERVERSIONS,
+    DEPLOYMENTS, ROLES, ROLEBINDINGS, JOBS, LEASES, CRDS, HPAS, CLUSTERVERSIONS,
     TRAINERS, PYTORCHJOBS, TFJOBS, MXJOBS, MPIJOBS, XGBOOSTJOBS, PADDLEJOBS, JAXJOBS,
     TRAINJOBS, CLUSTER_TRAINING_RUNTIMES,
 )

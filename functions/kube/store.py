@@ -30,12 +30,29 @@ def _key(obj: Obj) -> Key:
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def _trim(obj: Obj) -> Obj:
-    """What the cache keeps: the object without ``managedFields`` (often half its size)."""
+def _trim(obj: Obj, api_version: str) -> Obj:
+    """What the cache keeps: the object without ``managedFields`` (often half its size).
+
+    One thing in them is state, not bookkeeping: through which API version each writer wrote
+    the spec, when not every writer used the version the cache reads (one CRD storage serving
+    two versions: :mod:`functions.jobs.core.flavour`). Then a summary of the entries stays:
+    version, manager, operation, time, and ``f:spec`` alone of the field sets, when owned.
+    """
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        slim = {k: v for k, v in meta.items() if k != "managedFields"}
+        entries = [e for e in meta.get("managedFields") or [] if isinstance(e, dict)]
+        if any(e.get("apiVersion") not in (None, api_version) for e in entries):
+            slim["managedFields"] = [_writer(e) for e in entries]
+        obj = {**obj, "metadata": slim}
     return obj
+
+
+def _writer(entry: Obj) -> Obj:
+    out = {k: entry[k] for k in ("apiVersion", "manager", "operation", "time") if k in entry}
+    if "f:spec" in (entry.get("fieldsV1") or {}):
+        out["fieldsV1"] = {"f:spec": {}}
+    return out
 
 
 class Store:
@@ -179,7 +196,7 @@ class Store:
     # -- internals (lock held) ------------------------------------------------------------------
 
     def _complete(self, obj: Obj) -> Obj:
-        obj = _trim(obj)
+        obj = _trim(obj, self.api_version)
         if "apiVersion" not in obj or "kind" not in obj:
             obj = {"apiVersion": self.api_version, "kind": self.kind, **obj}
         return obj

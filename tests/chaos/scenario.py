@@ -61,12 +61,13 @@ def _replica_specs(job: Obj) -> dict[str, Obj]:
 
 
 def succeeding_job(kind: str, namespace: str = JOBS_NAMESPACE) -> Obj:
-    """A sample job whose pods kwok finishes successfully after :data:`FINISH_DELAY`."""
+    """A sample job whose pods kwok finishes successfully after :data:`FINISH_DELAY`;
+    ``kind`` names the sample (``MPIJob-v1``: an MPIJob of kubeflow.org/v1)."""
     job = copy.deepcopy(_sample(kind))
     job["metadata"]["namespace"] = namespace
     job["spec"].get("runPolicy", {}).pop("ttlSecondsAfterFinished", None)
     for rtype, replica in _replica_specs(job).items():
-        if kind == "MPIJob" and rtype == "Worker":
+        if job["kind"] == "MPIJob" and rtype == "Worker":
             continue  # workers serve the launcher until it is done
         meta = replica["template"].setdefault("metadata", {})
         meta.setdefault("labels", {})[kwok.RESULT_LABEL] = "succeed"

@@ -19,6 +19,7 @@ from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context, Controller, FunctionName
 
@@ -63,12 +64,18 @@ class JobDriver:
         self.controller = controller(self.kind)
         self.recorder = EventRecorder(kube, "training-jobs")
         self.seen_conditions: list[tuple[str, str]] = []
+        self.created: Obj = {}
 
     def context(self, function: FunctionName) -> Context:
         return Context(self.kube, self.recorder, function)
 
     def create(self, job: Obj) -> Obj:
-        return self.kube.create(job, res=self.res)
+        """Create ``job`` through the API version it names (MPIJob: v1 or v2beta1, which
+        decides its semantics); the driver reads it through the handlers' version."""
+        group, _, version = str(job.get("apiVersion") or self.res.api_version).rpartition("/")
+        res = Resource(group, version, self.res.plural, self.kind)
+        self.created = self.kube.create(job, res=res)
+        return self.created
 
     def call(self, function: FunctionName) -> None:
         self.controller.handlers[function](self.context(function), self.key)

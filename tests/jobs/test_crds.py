@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,3 +105,37 @@ def test_printer_columns_and_status(plural: str) -> None:
 def test_kustomization_lists_every_crd() -> None:
     listed = yaml.safe_load((REPO / "config" / "crd" / "kustomization.yaml").read_text())
     assert {f"{plural}.kubeflow.org.yaml" for plural in CRDS} <= set(listed["resources"])
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_descriptions(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+def test_mpijob_serves_both_versions_with_one_schema() -> None:
+    """v2beta1 (storage) and v1 prune and validate alike: the same types and rules, the
+    fields of both APIs in each (only the v2beta1 copy's pod template docs are left out)."""
+    versions = _load("mpijobs")["spec"]["versions"]
+    assert [(v["name"], v["served"], v["storage"]) for v in versions] == [
+        ("v2beta1", True, True), ("v1", True, False)]
+    schemas = [v["schema"]["openAPIV3Schema"] for v in versions]
+    assert _without_descriptions(schemas[0]) == _without_descriptions(schemas[1])
+    for schema in schemas:
+        fields = schema["properties"]["spec"]["properties"]
+        assert {"mainContainer", "cleanPodPolicy", "sshAuthMountPath", "runLauncherAsWorker",
+                "slotsPerWorker", "runPolicy", "mpiReplicaSpecs"} <= fields.keys()
+        assert fields["mainContainer"]["description"]
+    rest = [{k: v for k, v in version.items() if k not in ("name", "storage", "schema")}
+            for version in versions]
+    assert rest[0] == rest[1]
+
+
+@pytest.mark.parametrize("plural", CRDS)
+def test_crds_fit_a_client_side_apply(plural: str) -> None:
+    """``kubectl apply`` (not --server-side) keeps the whole object in an annotation, which
+    may hold at most 256 KiB: a CRD above that cannot be installed with ``kubectl apply -k``."""
+    compact = json.dumps(_load(plural), separators=(",", ":"))
+    assert len(compact.encode()) < 256 * 1024

@@ -46,6 +46,7 @@ def gang(monkeypatch: pytest.MonkeyPatch, podgroup_crds: None) -> Callable[[str]
 
 def start(kube: KubeClient, kind: str, name: str, namespace: str,
           policy: Obj) -> tuple[JobDriver, int]:
+    """``kind`` names the sample (``MPIJob-v1``: the MPIJob written through kubeflow.org/v1)."""
     job = for_test(sample(kind), name, namespace)
     job["spec"]["runPolicy"]["schedulingPolicy"] = policy
     driver = JobDriver(kube, job)
@@ -81,6 +82,8 @@ def owned_by_job(obj: Obj, driver: JobDriver) -> bool:
     pytest.param("JAXJob", {"cpu": "200m", "memory": "536870912"}, True, id="jaxjob"),
     pytest.param("MPIJob", {"cpu": "300m", "memory": "201326592"}, False,
                  id="mpijob-launcher-and-workers"),
+    pytest.param("MPIJob-v1", {"cpu": "300m", "memory": "201326592"}, True,
+                 id="mpijob-v1-launcher-and-workers"),
 ])
 def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,
@@ -126,6 +129,7 @@ def test_volcano_holds_pods_until_the_podgroup_is_inqueue(
     pytest.param("PaddleJob", 2, 2, id="paddlejob"),
     pytest.param("JAXJob", 1, 2, id="jaxjob"),
     pytest.param("MPIJob", 3, 3, id="mpijob-launcher-and-workers"),
+    pytest.param("MPIJob-v1", 3, 3, id="mpijob-v1-launcher-and-workers"),
 ])
 def test_scheduler_plugins_podgroup_labels_and_suspend(
         kube: KubeClient, namespace: str, gang: Callable[[str], None], kind: str,

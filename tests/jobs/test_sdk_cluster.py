@@ -11,6 +11,8 @@ import pytest
 from kubeflow.training import (  # type: ignore[import-untyped]
     KubeflowOrgV1JAXJob,
     KubeflowOrgV1JAXJobSpec,
+    KubeflowOrgV1MPIJob,
+    KubeflowOrgV1MPIJobSpec,
     KubeflowOrgV1PaddleJob,
     KubeflowOrgV1PaddleJobSpec,
     KubeflowOrgV1PyTorchJob,
@@ -186,6 +188,22 @@ def _jax(name: str, namespace: str) -> Any:
             }))
 
 
+def _mpi(name: str, namespace: str) -> Any:
+    """The SDK writes MPIJobs through kubeflow.org/v1: training-operator semantics (a
+    launcher pod, kubectl-exec workers), served next to v2beta1 by the same CRD."""
+    return KubeflowOrgV1MPIJob(
+        api_version="kubeflow.org/v1", kind="MPIJob",
+        metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1MPIJobSpec(
+            slots_per_worker=1, run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="Running"),
+            mpi_replica_specs={
+                "Launcher": KubeflowOrgV1ReplicaSpec(
+                    replicas=1, template=template("mpi", finish=True)),
+                "Worker": KubeflowOrgV1ReplicaSpec(
+                    replicas=2, template=template("mpi", finish=False)),
+            }))
+
+
 @dataclass(frozen=True)
 class SdkKind:
     kind: str
@@ -203,6 +221,9 @@ class SdkKind:
     pytest.param(SdkKind("PaddleJob", _paddle, ("master-0", "worker-0"), ("master-0",),
                          "Master", lambda ns, n: f"PaddleJob {n} is successfully completed."),
                  id="paddlejob"),
+    pytest.param(SdkKind("MPIJob", _mpi, ("launcher", "worker-0", "worker-1"), ("launcher",),
+                         "Launcher", lambda ns, n: f"MPIJob {n} is successfully completed."),
+                 id="mpijob"),
     pytest.param(SdkKind("JAXJob", _jax, ("worker-0", "worker-1"), ("worker-0",), "Worker",
                          lambda ns, n: f"JAXJob {ns}/{n} successfully completed."),
                  id="jaxjob"),

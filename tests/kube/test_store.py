@@ -153,3 +153,31 @@ def test_reached_waits_only_for_a_moving_watch() -> None:
     started = time.monotonic()
     assert not s.reached(10, timeout=5)
     assert time.monotonic() - started < 1        # idle: not waited for
+
+
+def test_spec_writers_through_another_version_survive_the_trim() -> None:
+    """An MPIJob written through ``kubeflow.org/v1`` and cached through ``v2beta1`` keeps who
+    wrote its spec through which version (its flavour); the field sets themselves go."""
+    s = Store("kubeflow.org/v2beta1", "MPIJob")
+    spec: dict[str, Any] = {"f:spec": {"f:mpiReplicaSpecs": {}}, "f:metadata": {}}
+    job = {"metadata": {"name": "pi", "namespace": "ns", "resourceVersion": "3",
+                        "managedFields": [
+                            {"manager": "sdk", "operation": "Update", "time": "t1",
+                             "apiVersion": "kubeflow.org/v1", "fieldsV1": spec},
+                            {"manager": "status", "operation": "Apply", "time": "t2",
+                             "apiVersion": "kubeflow.org/v2beta1",
+                             "fieldsV1": {"f:status": {}}}]}}
+    s.apply("ADDED", job)
+    found = s.get("ns", "pi")
+    assert found is not None
+    assert found["metadata"]["managedFields"] == [
+        {"apiVersion": "kubeflow.org/v1", "manager": "sdk", "operation": "Update", "time": "t1",
+         "fieldsV1": {"f:spec": {}}},
+        {"apiVersion": "kubeflow.org/v2beta1", "manager": "status", "operation": "Apply",
+         "time": "t2"}]
+    same = {"metadata": {"name": "v2", "namespace": "ns", "resourceVersion": "4",
+                         "managedFields": [{"manager": "kubectl", "fieldsV1": spec,
+                                            "apiVersion": "kubeflow.org/v2beta1"}]}}
+    s.apply("ADDED", same)
+    kept = s.get("ns", "v2")
+    assert kept is not None and "managedFields" not in kept["metadata"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from functions.jobs.core.frameworks import MPI, PYTORCH, TENSORFLOW, Framework
+from functions.jobs.core.frameworks import MPI, MPI_V1, PYTORCH, TENSORFLOW, Framework
 from functions.jobs.core.model import Job, Obj, ReplicaSpec
 
 DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
@@ -36,11 +36,14 @@ def _defaulted(job: Job) -> Job:
             spec.replicas = fw.default_replicas_for(rtype)
         if not spec.restart_policy:
             spec.restart_policy = fw.restart_policy_for(rtype)
-        if fw != MPI:
+        if fw not in (MPI, MPI_V1):  # neither MPI operator adds a port
             spec.template = with_default_port(spec.template, fw)
         specs[rtype] = spec
     out.replica_specs = specs
     policy = out.spec.run_policy
+    if fw == MPI_V1 and not policy.clean_pod_policy:
+        # The deprecated top-level field counts when runPolicy leaves it unset.
+        policy.clean_pod_policy = out.spec.clean_pod_policy
     if not policy.clean_pod_policy:
         policy.clean_pod_policy = "None"
     if policy.suspend is None:
@@ -49,6 +52,9 @@ def _defaulted(job: Job) -> Job:
         _pytorch_defaults(out)
     elif fw == TENSORFLOW and out.spec.success_policy is None:
         out.spec.success_policy = ""
+    elif fw == MPI_V1:
+        out.spec.clean_pod_policy = policy.clean_pod_policy
+        out.spec.slots_per_worker = out.spec.slots_per_worker or 1
     elif fw == MPI:
         out.spec.slots_per_worker = out.spec.slots_per_worker or 1
         out.spec.ssh_auth_mount_path = out.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH

@@ -63,7 +63,8 @@ class Framework:
         return f"{self.kind}{suffix}"
 
     def restart_policy_for(self, replica_type: str) -> str:
-        if self.kind == "MPIJob" and replica_type == "Launcher":
+        # mpi-operator's launcher is a batch Job that retries; training-operator's is a pod.
+        if self.api_version == V2BETA1 and replica_type == "Launcher":
             return "OnFailure"
         return self.default_restart_policy
 
@@ -106,6 +107,18 @@ MPI = Framework(
     port_name="mpi-port", port=9999, default_restart_policy="Never",
     operator_name="mpi-operator", own_manager=MANAGED_BY_MPI_OPERATOR,
 )
+# MPIJob as training-operator 1.9 served it (``kubeflow.org/v1``): a launcher pod that reaches
+# the workers with ``kubectl exec``, no Services. The same CRD serves both versions from one
+# storage, so this is not a kind of its own: each MPIJob is one flavour or the other, by the
+# API version its spec was written through (:mod:`functions.jobs.core.flavour`).
+MPI_V1 = Framework(
+    kind="MPIJob", name="mpi", api_version=V1, plural="mpijobs",
+    specs_field="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"), default_container="mpi",
+    port_name="mpi-port", port=9999, default_restart_policy="Never",
+    operator_name="mpijob-controller", own_manager=MANAGED_BY_TRAINING_OPERATOR,
+    master_types=("Launcher",),
+)
 
 XGBOOST = Framework(
     kind="XGBoostJob", name="xgboost", api_version=V1, plural="xgboostjobs",
@@ -133,6 +146,9 @@ JAX = Framework(
 
 FRAMEWORKS: tuple[Framework, ...] = (PYTORCH, TENSORFLOW, MXNET, MPI, XGBOOST, PADDLE, JAX)
 BY_KIND: dict[str, Framework] = {f.kind: f for f in FRAMEWORKS}
+# Every flavour of a kind, the one in FRAMEWORKS (whose controller serves them all) first.
+FLAVOURS: dict[str, tuple[Framework, ...]] = {
+    **{f.kind: (f,) for f in FRAMEWORKS}, MPI.kind: (MPI, MPI_V1)}
 
 
 def allowed_managers(framework: Framework) -> tuple[str, ...]:

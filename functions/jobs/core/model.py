@@ -13,7 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
-from functions.jobs.core.frameworks import BY_KIND, Framework
+from functions.jobs.core.flavour import framework_of
+from functions.jobs.core.frameworks import Framework
 
 Obj = dict[str, Any]
 
@@ -81,8 +82,12 @@ class JobSpec(_View):
     enable_dynamic_worker: bool = False
     # MXJob
     job_mode: str | None = None
-    # MPIJob v2beta1
+    # MPIJob (both versions)
     slots_per_worker: int | None = None
+    # MPIJob v1
+    main_container: str | None = None
+    clean_pod_policy: str | None = None   # deprecated; runPolicy.cleanPodPolicy wins
+    # MPIJob v2beta1
     run_launcher_as_worker: bool = False
     ssh_auth_mount_path: str | None = None
     launcher_creation_policy: str | None = None
@@ -228,8 +233,8 @@ def reparse_job(earlier: Job, obj: Obj) -> Job:
 
 
 def parse_job(obj: Obj) -> Job:
-    """Read a job CR (any of the four kinds) into a :class:`Job`; keys keep the user's case."""
-    framework = BY_KIND[str(obj.get("kind"))]
+    """Read a job CR (any kind, any flavour) into a :class:`Job`; keys keep the user's case."""
+    framework = framework_of(obj)
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     raw_specs = spec.get(framework.specs_field) or {}

@@ -24,11 +24,12 @@ from datetime import datetime, timedelta
 from functions.jobs.core import conditions as c
 from functions.jobs.core import objects as o
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.frameworks import MPI, PYTORCH
+from functions.jobs.core.frameworks import MPI, MPI_V1, PYTORCH
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_plan import mpi_reconcile_plan
 from functions.jobs.core.mpi_status import derive_mpi_status
+from functions.jobs.core.mpi_v1_plan import mpi_v1_reconcile_plan
 from functions.jobs.core.planning import (
     Observed,
     Plan,
@@ -81,6 +82,8 @@ def reconcile_plan(observed: Observed, now: datetime, settings: Settings,
         return plan
     if job.framework == MPI:
         return mpi_reconcile_plan(job, observed, now, settings, ssh_keys)
+    if job.framework == MPI_V1:
+        return mpi_v1_reconcile_plan(job, observed, now, settings)
     outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
     if outcome is None or job.status.finished or outcome.status.finished:
         return plan
@@ -129,7 +132,7 @@ def gc_may_act(job: Job, gang_scheduling: bool) -> bool:
     Only cleanPodPolicy, ttlSecondsAfterFinished and a gang scheduler's PodGroup give gc
     something to delete once the job is finished.
     """
-    policy = job.run_policy
+    policy = with_defaults(job).run_policy  # MPIJob v1: the top-level cleanPodPolicy counts
     return (policy.clean_pod_policy not in (None, "", "None")
             or policy.ttl_seconds_after_finished is not None or gang_scheduling)
 

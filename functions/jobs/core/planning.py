@@ -29,8 +29,11 @@ class Observed:
     podgroup_supported: bool = False
     # MPIJob only
     config_map: Obj | None = None
-    secret: Obj | None = None
-    launcher: Obj | None = None
+    secret: Obj | None = None           # v2beta1
+    launcher: Obj | None = None         # v2beta1: the launcher batch Job
+    service_account: Obj | None = None  # v1: the launcher's identity and its RBAC
+    role: Obj | None = None
+    role_binding: Obj | None = None
 
     @property
     def restarts(self) -> int:

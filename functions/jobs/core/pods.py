@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from functions.jobs.core.frameworks import LABEL_JOB_ROLE, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from functions.jobs.core.frameworks import (
+    LABEL_JOB_ROLE,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    V2BETA1,
+)
 from functions.jobs.core.model import Job, Obj
 
 MISSING_EXIT_CODE = 0xBEEF   # upstream's marker for "no terminated state": treated as retryable
@@ -74,8 +79,9 @@ def by_type(job: Job, objs: Iterable[Obj]) -> dict[str, list[Obj]]:
 
 
 def exit_container_name(job: Job, replica_type: str) -> str:
-    """The container whose exit code counts: the framework default (MPI: container 0)."""
-    if job.framework.kind == "MPIJob":
+    """The container whose exit code counts: the framework default (mpi-operator's
+    MPIJob, which has none: container 0)."""
+    if job.framework.kind == "MPIJob" and job.framework.api_version == V2BETA1:
         containers = job.replica_specs[replica_type].containers
         return str(containers[0].get("name", "")) if containers else ""
     return job.framework.default_container

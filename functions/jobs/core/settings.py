@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VOLCANO = "volcano"
+KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
 SCHEDULER_PLUGINS = "scheduler-plugins"
 
 
@@ -19,3 +20,6 @@ class Settings:
     cluster_domain: str = ""                 # CUSTOM_CLUSTER_DOMAIN for TF_CONFIG
     init_container_image: str = "alpine:3.10"
     init_container_max_tries: int = 100
+    # MPIJob v1's launcher init container, which puts kubectl where kubexec.sh runs it
+    # (upstream's --mpi-kubectl-delivery-image).
+    kubectl_delivery_image: str = KUBECTL_DELIVERY_IMAGE

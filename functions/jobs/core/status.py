@@ -16,11 +16,13 @@ from functions.jobs.core import conditions as c
 from functions.jobs.core.frameworks import (
     JAX,
     LABEL_REPLICA_TYPE,
+    MPI_V1,
     MXNET,
     PADDLE,
     PYTORCH,
     TENSORFLOW,
     XGBOOST,
+    Framework,
 )
 from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
 from functions.jobs.core.objects import Notice, base_labels, selector
@@ -150,7 +152,7 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
     if fw == TENSORFLOW:
         _tensorflow_rules(b, pods, restarting_before)
     else:
-        rules = RULES.get(fw.kind)
+        rules = RULES.get(fw)
         if rules is not None:
             rules(b)
     if b.status.start_time is None:
@@ -316,10 +318,41 @@ def _xgboost_rules(b: _Builder) -> None:
                               restart=job.replica_specs[rtype].restart_policy == "ExitCode")
 
 
-# Each kind's success, running and failure rule (TFJob's needs the pods: it is called apart).
-RULES: dict[str, Callable[[_Builder], None]] = {
-    PYTORCH.kind: _master_or_workers_rules, PADDLE.kind: _master_or_workers_rules,
-    JAX.kind: _master_or_workers_rules, MXNET.kind: _mxnet_rules, XGBOOST.kind: _xgboost_rules,
+def _mpi_v1_rules(b: _Builder) -> None:
+    """MPIJob v1: the launcher pod drives Running and Succeeded; a failed replica fails the
+    job unless its restartPolicy is ExitCode (then Restarting). The Failed reason is
+    upstream's double prefix, ``MPIJobMPIJobFailed``. Once the launcher has ended, the workers
+    are no longer counted (upstream stops listing them)."""
+    job = b.job
+    launcher = b.status.replica_statuses.get("Launcher")
+    if launcher is not None and (launcher.succeeded or launcher.failed) and (
+            "Worker" in b.status.replica_statuses):
+        b.status.replica_statuses["Worker"] = ReplicaStatus()
+    for rtype in job.ordered_types():
+        rs = b.status.replica_statuses[rtype]
+        if rtype == "Launcher":
+            if rs.active > 0:
+                b.set(c.RUNNING, "True", "Running", f"MPIJob {job.name} is running.")
+            if job.replicas(rtype) - rs.succeeded == 0:
+                b.finish(c.SUCCEEDED, "Succeeded",
+                         f"MPIJob {job.name} is successfully completed.", "Normal")
+                return
+        if rs.failed > 0:
+            because = f"because {rs.failed} {rtype} replica(s) failed."
+            if job.replica_specs[rtype].restart_policy == "ExitCode":
+                b.set(c.RESTARTING, "True", "Restarting",
+                      f"MPIJob {job.name} is restarting {because}", "Warning")
+            else:
+                b.finish(c.FAILED, "MPIJobFailed", f"MPIJob {job.name} is failed {because}",
+                         "Warning")
+
+
+# Each flavour's success, running and failure rule (TFJob's needs the pods: it is called
+# apart).
+RULES: dict[Framework, Callable[[_Builder], None]] = {
+    PYTORCH: _master_or_workers_rules, PADDLE: _master_or_workers_rules,
+    JAX: _master_or_workers_rules, MXNET: _mxnet_rules, XGBOOST: _xgboost_rules,
+    MPI_V1: _mpi_v1_rules,
 }
 
 

@@ -1,0 +1,87 @@
+"""Reconcile plan of an MPIJob ``kubeflow.org/v1``: the launcher's ConfigMap and RBAC, the
+workers, then the launcher pod (upstream ``ReconcilePods`` of the MPI controller).
+
+The launcher is created only once everything it needs exists: a pod naming a ServiceAccount
+that is not there yet is refused by admission, and a launcher started before its workers
+would exec into pods that do not exist. Creates of one plan run in parallel, so the launcher
+waits for a later pass that has seen them (``requeue_after`` asks for one at once).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from functions.jobs.core import mpi_v1
+from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.planning import (
+    Observed,
+    Plan,
+    apply_if_changed,
+    restarts_due,
+    sort_pods,
+)
+from functions.jobs.core.pods import name_of, phase, terminating
+from functions.jobs.core.settings import Settings
+from functions.jobs.core.status import derive_status
+
+# How soon to look again when the launcher waits for what it needs.
+LAUNCHER_WAIT_SECONDS = 1.0
+
+
+def mpi_v1_reconcile_plan(job: Job, observed: Observed, now: datetime,
+                          settings: Settings) -> Plan:
+    plan = Plan()
+    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
+    if outcome is None or job.status.finished or outcome.status.finished:
+        return plan
+    if job.suspended:
+        plan.deletes += [p for p in observed.pods if not terminating(p)]
+        if observed.podgroup is not None:
+            plan.deletes.append(observed.podgroup)
+        return plan
+    plan.requeue_after = outcome.requeue_after
+    if settings.gang_scheduler and observed.podgroup_supported:
+        apply_if_changed(plan, observed.podgroup,
+                         desired_podgroup(job, settings, observed.podgroup))
+        if podgroup_waiting(settings, observed.podgroup):
+            return plan
+    launchers = [p for p in observed.pods if name_of(p) == mpi_v1.launcher_name(job)]
+    workers = [p for p in observed.pods if p not in launchers]
+    ready = _auxiliary(plan, job, observed, workers)
+    replicas = job.replicas("Worker")
+    present = sort_pods(plan, workers, replicas, restarts_due(job, workers))
+    for index in range(replicas):
+        if index not in present:
+            pod, notices = mpi_v1.worker_pod(job, index, settings)
+            plan.creates.append(pod)
+            plan.notices.extend(notices)
+    # A finished launcher is never replaced (upstream neither): its end is the job's.
+    if launchers:
+        return plan
+    if ready and all(i in present for i in range(replicas)):
+        pod, notices = mpi_v1.launcher_pod(job, settings)
+        plan.creates.append(pod)
+        plan.notices.extend(notices)
+    else:
+        waits = [x for x in (plan.requeue_after, LAUNCHER_WAIT_SECONDS) if x is not None]
+        plan.requeue_after = min(waits)
+    return plan
+
+
+def _auxiliary(plan: Plan, job: Job, observed: Observed, workers: list[Obj]) -> bool:
+    """Queue the ConfigMap, ServiceAccount, Role and RoleBinding that are missing or out of
+    date; whether all of them already existed."""
+    running = [name_of(w) for w in workers if phase(w) == "Running" and not terminating(w)]
+    config = mpi_v1.config_map(job, running)
+    if observed.config_map is None:
+        plan.creates.append(config)
+    elif (observed.config_map.get("data") or {}) != config["data"]:
+        plan.applies.append(config)
+    if observed.service_account is None:
+        plan.creates.append(mpi_v1.service_account(job))
+    apply_if_changed(plan, observed.role, mpi_v1.role(job), keys=("rules",))
+    apply_if_changed(plan, observed.role_binding, mpi_v1.role_binding(job),
+                     keys=("subjects", "roleRef"))
+    return all(x is not None for x in (observed.config_map, observed.service_account,
+                                       observed.role, observed.role_binding))

@@ -155,3 +155,8 @@ def test_readme_build_times_are_the_committed_build_records() -> None:
     together = sum(builds[g] for g in ("kubernetes", "kwok", "etcd", "kustomize", "knative"))
     assert f"{together / 60:.1f} minutes together" in README
     assert f"baseline ({builds['training-operator']} s;" in README
+    assert (f"their cold builds took {builds['trainer']} s and {builds['jobset']} s more"
+            in README)
+    everything = together + builds["trainer"] + builds["jobset"]
+    assert f"({everything / 60:.1f} minutes for every group together)" in README
+    assert f"A cold build takes about {everything / 60:.0f} minutes" in README

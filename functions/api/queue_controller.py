@@ -147,9 +147,10 @@ CONTROLLERS: list[Controller] = [
     for fw in FRAMEWORKS
 ] + [
     # No watch cache: the TrainJob CRD exists only once the Trainer is installed, and the
-    # few TrainJob reads go to the API server. The ApiServerSource does not watch TrainJobs
-    # (its adapter fails to start when a watched API is not served), so a queued TrainJob
-    # is admitted by the resync tick or by a pass another job's event starts.
+    # few TrainJob reads go to the API server. Their events come from a source of their own,
+    # config/components/trainjobs, applied where the Trainer is Managed (an adapter whose API
+    # is not served exits at start); without it a queued TrainJob is admitted by the resync
+    # tick or by a pass another job's event starts.
     Controller(name="training-queue-trainjobs", parent=resources.TRAINJOBS,
                handlers={"reconcile": admit}),
 ]

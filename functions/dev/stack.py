@@ -254,6 +254,20 @@ class DevStack:
         return token_kubeconfig(self.cluster.kubeconfig, token,
                                 self.cluster.root / f"{account}.kubeconfig")
 
+    def add_event_sources(self, directory: Path) -> None:
+        """An optional event-source component (e.g. ``config/components/trainjobs``) added to
+        the running emulated path: its RBAC applied and an adapter started for each of its
+        ApiServerSources. On the real path, ``kubectl apply -k`` it as a user would: Knative's
+        controller starts the adapters."""
+        if self.broker != "emulated" or self.router is None or self.cluster is None:
+            raise RuntimeError("only the emulated event path starts adapters itself")
+        kube = self.cluster.client()
+        objects = load_documents([directory])
+        apply_objects(kube, [o for o in objects if o.get("kind") != "ApiServerSource"])
+        for source in objects:
+            if source.get("kind") == "ApiServerSource":
+                self._start_adapter(kube, source, self.router.url)
+
     def stop_function(self, function: str) -> None:
         """Stop every replica of ``function`` (as Knative scales a Service to zero); events
         for it fail and are retried until :meth:`start_function`."""

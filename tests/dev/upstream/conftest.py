@@ -2,7 +2,8 @@
 upstream Trainer and JobSet controllers running for real (the local kubelet runs their
 Deployments' pods, each with its own ServiceAccount's token), the functions under gunicorn
 with their own identities, and the emulated event path in front of them (these tests are
-about what the Trainer deploys, not about Knative). The API server writes an audit log, so a
+about what the Trainer deploys, not about Knative), with no resync: what converges does so on
+events. The API server writes an audit log, so a
 request the upstream controllers were refused is seen whatever their logs say.
 
 The binaries come from ``hack/ensure-testbin.sh`` (groups ``trainer`` and ``jobset``), built
@@ -48,7 +49,7 @@ def upstream_bin_dir(bin_dir: Path) -> Path:
 @pytest.fixture(scope="package")
 def stack(upstream_bin_dir: Path, upstream_manifests: Path) -> Iterator[DevStack]:
     dev = DevStack(upstream_bin_dir, trainer_manifests=upstream_manifests, broker="emulated",
-                   upstream_controllers=True, resync_interval=10,
+                   upstream_controllers=True, resync_interval=0,
                    cluster=LocalCluster(upstream_bin_dir, audit=True))
     started = time.monotonic()
     dev.start()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from functions.api.core import queue
 from functions.dev.core.podspec import TRAINER_IMAGE
 from functions.dev.stack import DevStack
 from functions.kube import resources
@@ -133,6 +134,51 @@ def test_the_webhook_refuses_a_trainjob_against_its_runtime(
         in refused.value.message
     assert message in refused.value.message
     assert kube.get(resources.TRAINJOBS, "refused", namespace) is None
+
+
+def queued(name: str, namespace: str, state: str = "Queued") -> Obj:
+    """A TrainJob as the training API submits it: suspended, labelled with its queue state."""
+    job = trainjob(name, namespace, "torch-distributed-cpu", suspend=True)
+    job["metadata"]["labels"] = {queue.LABEL_QUEUE_STATE: state}
+    return job
+
+
+def test_a_queued_trainjob_is_admitted_on_its_event_once_its_source_is_added(
+        managed: DevStack, kube: KubeClient, namespace: str) -> None:
+    """The resync is off (``conftest.py``): without config/components/trainjobs nothing tells
+    the queue of a queued TrainJob; once it is added, TrainJob events reach the reconcile
+    function and the queue admits every queued TrainJob (a pass covers the whole queue)."""
+    def suspended(name: str) -> bool:
+        return bool((kube.get(resources.TRAINJOBS, name, namespace) or {})["spec"].get("suspend"))
+
+    kube.create(queued("before", namespace), res=resources.TRAINJOBS)
+    time.sleep(5)
+    assert suspended("before"), "admitted with no TrainJob source and no resync"
+
+    managed.add_event_sources(REPO / "config" / "components" / "trainjobs")
+    router = managed.router
+    assert router is not None
+    probes = iter(range(1000))
+
+    def probe_delivered() -> bool:
+        """A TrainJob the queue leaves alone (its state is no queue's) reached the router: the
+        new adapter's watch is up."""
+        name = f"probe-{next(probes)}"
+        kube.create(queued(name, namespace, state="Finished"), res=resources.TRAINJOBS)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            if any(d.subject.endswith(f"/trainjobs/{name}") for d in list(router.deliveries)):
+                return True
+            time.sleep(0.1)
+        return False
+
+    wait_for(probe_delivered, 60, 0.1, "the TrainJobs' adapter to deliver")
+    kube.create(queued("after", namespace), res=resources.TRAINJOBS)
+    wait_for(lambda: not suspended("after") and not suspended("before"), 30, 0.2,
+             "both queued TrainJobs admitted")
+    labels = (kube.get(resources.TRAINJOBS, "after", namespace) or {})["metadata"]["labels"]
+    assert labels[queue.LABEL_QUEUE_STATE] == "Admitted"
+    assert suspended("probe-0")  # the queue admits only its own
 
 
 def test_removed_stops_the_controller_and_trainjobs_are_not_reconciled(

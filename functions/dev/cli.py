@@ -60,9 +60,12 @@ def main(args: argparse.Namespace) -> int:
     kubeconfig = stack.cluster.kubeconfig
     kubectl = stack.bin_dir / "kubectl"
     functions = ", ".join(f"{name} {url}" for name, url in stack.function_urls.items())
+    trainjob_events = ""
     if stack.router is not None:
         path = f"router {stack.router.url}"
     else:
+        trainjob_events = (f"\n  {kubectl} apply -k config/components/trainjobs   # once the "
+                           "Trainer is Ready: TrainJobs queued by the API admitted on events")
         path = (f"Knative Eventing ({kubectl} get broker,trigger,apiserversource,pingsource "
                 "-A)")
     print(f"""
@@ -79,7 +82,7 @@ Try:
   {kubectl} create namespace demo && {kubectl} apply -n demo -f config/samples/pytorchjob.yaml
   {kubectl} get pytorchjobs,pods -n demo -w
   {kubectl} apply -n demo -f config/samples/trainjob.yaml   # once the Trainer is Ready
-  {kubectl} get trainjobs,jobsets,jobs,pods -n demo -w
+  {kubectl} get trainjobs,jobsets,jobs,pods -n demo -w{trainjob_events}
 
 Ctrl-C stops everything.""", flush=True)
     stop = threading.Event()

@@ -12,6 +12,7 @@ on first use like every other one.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -31,6 +32,8 @@ from functions.trainer.core.api import ManagementState
 from tests.support import REPO, condition, wait_for
 
 NAMESPACE = "opendatahub"
+NUDGE = "tests.opendatahub.io/nudge"
+NUDGE_EVERY_S = 30.0
 TRAINER_DEPLOYMENT = "kubeflow-trainer-controller-manager"
 # the identities the upstream controllers run as
 CONTROLLER_USERS = {
@@ -79,19 +82,35 @@ def tail(path: Path, lines: int = 40) -> str:
         else "(no log)"
 
 
-def set_management_state(kube: KubeClient, state: ManagementState) -> None:
+def set_management_state(kube: KubeClient, state: ManagementState, nudge: int = 0) -> None:
+    """Apply the sample Trainer in ``state``; a different ``nudge`` changes an annotation, so
+    the apply is a change the Trainer's source sends even when the state is the same."""
     sample = yaml.safe_load((REPO / "config" / "samples" / "trainer.yaml").read_text())
     sample["spec"]["managementState"] = state.value
+    sample["metadata"].setdefault("annotations", {})[NUDGE] = str(nudge)
     kube.apply(sample, "tests-upstream")
 
 
 @pytest.fixture
 def managed(stack: DevStack, kube: KubeClient) -> DevStack:
     """The Trainer Managed and Ready, its upstream controller available and its webhook
-    answering (quick when an earlier test left it so)."""
-    set_management_state(kube, ManagementState.MANAGED)
-    wait_for(lambda: condition(kube.get(resources.TRAINERS, "default-trainer"), "Ready")
-             .get("status") == "True", 180, 1.0, "the Trainer Ready")
+    answering (quick when an earlier test left it so). The resync is off and an adapter's
+    initial list sends nothing, so a Trainer applied before the Trainer source's watch started
+    would never be seen: it is applied again, as a new change, until it is Ready."""
+    def ready() -> bool:
+        return condition(kube.get(resources.TRAINERS, "default-trainer"), "Ready").get(
+            "status") == "True"
+
+    deadline = time.monotonic() + 180
+    for nudge in itertools.count():
+        set_management_state(kube, ManagementState.MANAGED, nudge)
+        try:
+            wait_for(ready, min(NUDGE_EVERY_S, max(deadline - time.monotonic(), 0.0)), 1.0,
+                     "the Trainer Ready")
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
     wait_for(lambda: controllers.deployment_available(kube, NAMESPACE, TRAINER_DEPLOYMENT),
              120, 0.5, "the upstream Trainer controller available")
     wait_for(lambda: controllers.deployment_available(

@@ -107,21 +107,19 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas,
                      broker="emulated").start()
 
-    def pids(prefix: str) -> list[int]:
-        return [c.process.pid for c in stack.processes
-                if c.name.startswith(prefix) and c.process is not None]
-
     return Started(
-        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), pids("function-"),
-        event_path_users=(service_account(ADAPTER_ACCOUNT),), event_path_pids=pids("adapter-"),
+        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
+        event_path_users=(service_account(ADAPTER_ACCOUNT),),
+        event_path_pids=_pids(stack, "adapter-"),
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
         stop=stack.stop, delivery_counts=lambda: _deliveries(stack))
 
 
-def _function_pids(stack: DevStack) -> list[int]:
+def _pids(stack: DevStack, prefix: str) -> list[int]:
+    """The stack's own processes (functions ``function-``, emulated adapters ``adapter-``)."""
     return [c.process.pid for c in stack.processes
-            if c.name.startswith("function-") and c.process is not None]
+            if c.name.startswith(prefix) and c.process is not None]
 
 
 def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
@@ -130,7 +128,7 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
 
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, broker="knative").start()
     started = Started(
-        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _function_pids(stack),
+        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
         event_path_users=(service_account(ADAPTER_ACCOUNT),), stop=stack.stop,
         delivery_counts=lambda: _dead_letters(stack))
 

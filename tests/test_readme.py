@@ -9,16 +9,22 @@ from typing import Any
 
 import pytest
 
+from bench import report_burst
 from tests.support import REPO
 
 RESULTS = json.loads((REPO / "bench" / "results" / "latest.json").read_text())
 MEASURED = (REPO / "README.md").read_text().split("## Measured", 1)[1].split("\n## ", 1)[0]
 
 
-def median(path: str) -> float:
+def result(path: str) -> Any:
     node: Any = RESULTS
     for part in path.split("/"):
         node = node[part]
+    return node
+
+
+def median(path: str) -> float:
+    node = result(path)
     return float(node["median"] if isinstance(node, dict) else node)
 
 
@@ -32,12 +38,9 @@ def stated(text: str) -> str:
 def part_medians(path: str, parts: set[str], inside: bool) -> float:
     """The sum of the medians of the event path's CPU to T of the parts in ``parts`` (or, with
     ``inside`` false, of every other part)."""
-    node: Any = RESULTS
-    for part in path.split("/"):
-        node = node[part]
-    prefix, suffix = "event_path_cpu_s.", "_at_created"
-    return float(sum(v["median"] for k, v in node.items() if k.startswith(prefix)
-                     and k.endswith(suffix) and (k[len(prefix):-len(suffix)] in parts) == inside))
+    # the medians have two decimals: so has their sum, whatever order it was added in
+    return round(sum(seconds for part, seconds in report_burst.event_path_parts(result(path))
+                     if (part in parts) == inside), 2)
 
 
 B2, B10 = "burst/jobs_200", "burst/jobs_1000"

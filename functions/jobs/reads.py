@@ -131,7 +131,7 @@ def _observe_launcher_rbac(kube: Reader, job: Job, observed: Observed) -> None:
     # whoever made it, and is never taken over. The Role and RoleBinding must be the job's.
     observed.service_account = kube.get(resources.SERVICEACCOUNTS,
                                         mpi_v1.launcher_service_account(job), job.namespace)
-    name = mpi_v1.launcher_name(job)
+    name = mpi.launcher_name(job)
     observed.role = _owned(kube.get(resources.ROLES, name, job.namespace), job.uid)
     observed.role_binding = _owned(kube.get(resources.ROLEBINDINGS, name, job.namespace),
                                    job.uid)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from functions.jobs.core.frameworks import LABEL_REPLICA_INDEX
 from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.mpi import launcher_name, worker_name
 from functions.jobs.core.objects import Notice, desired_pod, owner_reference
 from functions.jobs.core.settings import Settings
 
@@ -31,14 +32,6 @@ INTEL_BOOTSTRAP = (("I_MPI_HYDRA_BOOTSTRAP", "rsh"), ("I_MPI_HYDRA_BOOTSTRAP_EXE
 
 def config_name(job: Job) -> str:
     return f"{job.name}-config"
-
-
-def launcher_name(job: Job) -> str:
-    return f"{job.name}-launcher"
-
-
-def worker_name(job: Job, index: int) -> str:
-    return f"{job.name}-worker-{index}"
 
 
 def _meta(job: Job, name: str) -> Obj:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from functions.jobs.core import mpi_v1
+from functions.jobs.core import mpi, mpi_v1
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.planning import (
@@ -46,7 +46,7 @@ def mpi_v1_reconcile_plan(job: Job, observed: Observed, now: datetime,
                          desired_podgroup(job, settings, observed.podgroup))
         if podgroup_waiting(settings, observed.podgroup):
             return plan
-    launchers = [p for p in observed.pods if name_of(p) == mpi_v1.launcher_name(job)]
+    launchers = [p for p in observed.pods if name_of(p) == mpi.launcher_name(job)]
     workers = [p for p in observed.pods if p not in launchers]
     ready = _auxiliary(plan, job, observed, workers)
     replicas = job.replicas("Worker")

@@ -105,7 +105,7 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
     from functions.dev.stack import DevStack
 
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas,
-                     broker="emulated").start()
+                     broker="emulated", source_filters=True).start()
 
     return Started(
         cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
@@ -126,7 +126,8 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
     """The dev stack on the real Knative event path, the PingSource left out (resync off)."""
     from functions.dev.stack import DevStack
 
-    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, broker="knative").start()
+    stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, broker="knative",
+                     source_filters=True).start()
     started = Started(
         cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
         event_path_users=(service_account(ADAPTER_ACCOUNT),), stop=stack.stop,

@@ -30,7 +30,7 @@ def start_once(bin_dir: Path, broker: Broker) -> dict[str, float]:
     """One start of the stack as ``make dev`` does it (the resync at its schedule, the
     upstream Trainer and JobSet controllers run locally)."""
     stack = DevStack(bin_dir, trainer_manifests=trainer_manifests(), broker=broker,
-                     upstream_controllers=True)
+                     upstream_controllers=True, source_filters=True)
     started = time.monotonic()
     try:
         stack.start()

@@ -37,6 +37,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--emulated-broker", action="store_true",
                         help="deliver with the router (functions.runtime.router) instead of "
                              "the real Knative Eventing")
+    parser.add_argument("--no-source-filters", action="store_true",
+                        help="leave out config/components/source-filters (the adapters then "
+                             "send every change, and Knative's new-apiserversource-filters "
+                             "flag stays off)")
     parser.add_argument("--admin", action="store_true",
                         help="run the functions as cluster admin instead of their "
                              "ServiceAccounts")
@@ -50,6 +54,7 @@ def main(args: argparse.Namespace) -> int:
                          upstream_controllers=True,
                          resync_interval=args.resync, record=args.record,
                          as_service_accounts=not args.admin,
+                         source_filters=not args.no_source_filters,
                          broker="emulated" if args.emulated_broker else "knative")
         stack.start()
     except (BinariesError, ClusterError, ManifestsError, RuntimeError, TimeoutError,

@@ -19,7 +19,7 @@ which the cluster network routes to the local function (:mod:`functions.dev.netw
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,14 +99,26 @@ def install_waves(objects: Sequence[Obj]) -> list[list[Obj]]:
     return [first, middle, last]
 
 
-def install(kube: KubeClient, bin_dir: Path) -> None:
+def install(kube: KubeClient, bin_dir: Path, features: Mapping[str, str] | None = None) -> None:
     """Apply the install, each wave's objects concurrently (CRDs established before the
-    rest)."""
-    first, *rest = install_waves(eventing_manifests(bin_dir))
+    rest); ``features`` changes flags of ``config-features`` before its first apply, as an
+    admin configures Knative (the webhook reads them when it starts)."""
+    objects = eventing_manifests(bin_dir)
+    if features:
+        objects = [with_features(o, features) for o in objects]
+    first, *rest = install_waves(objects)
     apply_objects(kube, first, timeout=60.0)
     with ThreadPoolExecutor(INSTALL_WORKERS, thread_name_prefix="knative-install") as pool:
         for wave in rest:
             list(pool.map(lambda obj: kube.apply(obj, FIELD_MANAGER), wave))
+
+
+def with_features(obj: Obj, features: Mapping[str, str]) -> Obj:
+    """``obj``, or a copy of ``config-features`` with ``features`` set in its data."""
+    meta = obj.get("metadata") or {}
+    if obj.get("kind") != "ConfigMap" or meta.get("name") != "config-features":
+        return obj
+    return {**obj, "data": {**(obj.get("data") or {}), **features}}
 
 
 def features(kube: KubeClient) -> dict[str, str]:

@@ -33,6 +33,7 @@ from functions.cluster.manifests import FIELD_MANAGER, apply_objects, load_docum
 from functions.dev import knative
 from functions.dev.podhost import PodHost
 from functions.kube.client import KubeClient
+from functions.runtime.eventing import SOURCE_FILTERS_FEATURE, with_source_filters
 from functions.runtime.post_server import PostServer
 from functions.runtime.recording import RecordedRequest, now_stamp
 
@@ -131,6 +132,9 @@ class KnativeEventing(PodHost):
     record: Callable[[RecordedRequest], None] | None = None
     recording: bool = False
     recorder: Recorder | None = None
+    # ApiServerSource patches giving sources ``spec.filters`` (config/components/
+    # source-filters); Knative's flag for them is turned on at install when there are any.
+    source_filters: list[Obj] = field(default_factory=list)
 
     def start_network(self) -> None:
         if self.recording or self.record is not None:
@@ -142,8 +146,12 @@ class KnativeEventing(PodHost):
     def install(self, kube: KubeClient) -> None:
         """Knative Eventing (and the Serving CRDs), and the kubelet that runs its pods."""
         apply_objects(kube, load_documents([self.bin_dir / "crds" / "serving"]))
-        knative.install(kube, self.bin_dir)
+        knative.install(kube, self.bin_dir, self.features())
         self.start_kubelet(kube)
+
+    def features(self) -> dict[str, str]:
+        """The flags this install sets in ``config-features`` over Knative's defaults."""
+        return {SOURCE_FILTERS_FEATURE: "enabled"} if self.source_filters else {}
 
     def wait_webhooks(self, kube: KubeClient, timeout: float = 90.0) -> None:
         knative.wait_until(lambda: knative.webhooks_configured(kube), timeout,
@@ -153,7 +161,8 @@ class KnativeEventing(PodHost):
                        resync: float | None) -> list[knative.Ref]:
         """Our ``eventing/`` kustomization (and the recorder's Trigger); returns what must
         become Ready."""
-        objects = with_resync(kustomization_documents(eventing_dir), resync)
+        objects = with_source_filters(with_resync(kustomization_documents(eventing_dir), resync),
+                                      self.source_filters)
         brokers = [o for o in objects if o.get("kind") == "Broker"]
         if self.recorder is not None and brokers:
             objects.append(recorder_trigger(brokers))

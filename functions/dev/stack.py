@@ -32,7 +32,12 @@ from functions.dev.podhost import POD_HOST_CONTROLLERS, PodHost
 from functions.dev.sandbox import sandbox_available
 from functions.dev.tokens import service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
-from functions.runtime.eventing import adapter_environment, load_manifests
+from functions.runtime.eventing import (
+    adapter_environment,
+    load_manifests,
+    source_filter_patches,
+    with_source_filters,
+)
 from functions.runtime.recording import JsonlWriter
 from functions.runtime.router import Router
 
@@ -113,6 +118,9 @@ class DevStack:
     # Run the upstream Trainer and JobSet controllers (:mod:`functions.dev.controllers`);
     # ``bin_dir`` must hold them (ensure-testbin's groups ``trainer`` and ``jobset``).
     upstream_controllers: bool = False
+    # Add config/components/source-filters: the adapters drop the events no Trigger takes
+    # (on the real path, with Knative's flag for it turned on).
+    source_filters: bool = False
     router: Router | None = None
     knative: KnativeEventing | None = None
     # the network and kubelet of the pods run here (``knative`` on the real event path)
@@ -158,7 +166,8 @@ class DevStack:
         self._writer = JsonlWriter(self.record) if self.record else None
         if self.broker == "knative":
             self.knative = KnativeEventing(self.cluster, self.bin_dir, proxy_port,
-                                           record=self._writer, recording=self.recording)
+                                           record=self._writer, recording=self.recording,
+                                           source_filters=self._source_filters())
             self.knative.start_network()
             self.knative.install(kube)
             self.pods = self.knative
@@ -217,9 +226,14 @@ class DevStack:
                 subscribers[identity.service] = self.replica_urls[identity.function]
         self.router = Router(self.eventing_dir, subscribers,
                              resync_interval=self.resync_interval, record=self._writer).start()
-        for source in manifests.apiserver_sources:
+        for source in with_source_filters(manifests.apiserver_sources, self._source_filters()):
             self._start_adapter(kube, source, self.router.url)
         self._wait_functions()
+
+    def _source_filters(self) -> list[dict[str, Any]]:
+        if not self.source_filters:
+            return []
+        return source_filter_patches(self.config_dir / "components" / "source-filters")
 
     def _wait_functions(self) -> None:
         for urls in self.replica_urls.values():

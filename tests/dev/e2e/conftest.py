@@ -44,7 +44,7 @@ def stack(bin_dir: Path, upstream_manifests: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     recording = tmp_path_factory.mktemp("recording") / "e2e-samples.jsonl"
     dev = DevStack(bin_dir, trainer_manifests=upstream_manifests, resync_interval=0,
-                   record=recording, recording=True)
+                   record=recording, recording=True, source_filters=True)
     started = time.monotonic()
     dev.start()
     print(f"dev stack ready in {time.monotonic() - started:.1f}s: {dev.timings}")

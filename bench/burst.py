@@ -186,6 +186,7 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
         "controller_requests": burst_audit.combined(audit, started.controller_users),
         "event_path_requests": burst_audit.combined(audit, started.event_path_users),
         "requests_by_user": {user: c["total"] for user, c in audit.items()},
+        "cluster_controllers": ",".join(started.cluster.extra_controllers),
         **(started.delivery_counts() if started.delivery_counts else {}),
     }
     for name, value in end.items():
@@ -227,6 +228,7 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         found[key.replace("requests", "requests_per_job")] = per_job(
             [r[key] for r in runs], jobs)
     found["requests_by_user"] = _median_counts([r["requests_by_user"] for r in runs])
+    found["cluster_controllers"] = str(runs[0].get("cluster_controllers") or "")
     return found
 
 

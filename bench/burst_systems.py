@@ -34,6 +34,7 @@ from bench.burst_workload import nodes
 from bench.jobs import REPO
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
+from functions.dev.podhost import POD_HOST_CONTROLLERS
 
 if TYPE_CHECKING:
     from functions.dev.stack import DevStack
@@ -74,8 +75,13 @@ class Started:
 
 
 def start(system: str, bin_dir: Path) -> Started:
-    """A fresh cluster (audit log on, the burst nodes) with ``system`` running on it."""
-    cluster = LocalCluster(bin_dir, audit=True, nodes=nodes())
+    """A fresh cluster (audit log on, the burst nodes) with ``system`` running on it. Every
+    system's cluster runs the same controllers, those a cluster serving the local Knative pods
+    needs: the endpoints controller among them, which a real cluster runs too (Knative's
+    controllers read v1 Endpoints), and which writes an Endpoints object for each Service of
+    every job, whoever the controller."""
+    cluster = LocalCluster(bin_dir, audit=True, nodes=nodes(),
+                           extra_controllers=POD_HOST_CONTROLLERS)
     if system in REPLICAS:
         if system in KNATIVE:
             return _ours_knative(cluster, bin_dir)

@@ -65,6 +65,7 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
                 lines += ["", f"{system}: event path CPU to T by part (s): "
                           + ", ".join(f"{part} {value:g}"
                                       for part, value in event_path_parts(summary)) + "."]
+        lines += clusters_line(systems)
         limit = systems.get("limit")
         if isinstance(limit, Mapping) and isinstance(limit.get("sweep"), Mapping):
             points = ", ".join(f"{key.removeprefix('threads_')} threads: "
@@ -73,6 +74,18 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
             lines += ["", f"Limit sweep (T by create-loop concurrency): {points}."]
         lines.append("")
     return lines
+
+
+def clusters_line(systems: Mapping[str, Any]) -> list[str]:
+    """Which kube-controller-manager controllers, beyond the local cluster's defaults, each
+    system's cluster ran (results from before it was recorded ran none)."""
+    by_set: dict[str, list[str]] = {}
+    for system, summary in systems.items():
+        if isinstance(summary, Mapping):
+            by_set.setdefault(str(summary.get("cluster_controllers") or ""), []).append(system)
+    parts = [f"{', '.join(names)}: " + (extra.replace(",", ", ") if extra else "none")
+             for extra, names in sorted(by_set.items(), key=lambda item: item[0], reverse=True)]
+    return ["", "Controllers beyond the local cluster's defaults: " + "; ".join(parts) + "."]
 
 
 PART_PREFIX, PART_SUFFIX = "event_path_cpu_s.", "_at_created"

@@ -256,3 +256,13 @@ def test_limit_run_end_to_end(bin_dir: Path) -> None:
     assert result["controller_requests"]["by_verb_resource"] == {
         "create pods": 9, "create services": 9, "patch pytorchjobs/status": 3}
     assert result["requests_by_user"]["bench-driver"] == 3
+
+
+def test_report_says_which_controllers_each_systems_cluster_ran() -> None:
+    with_endpoints = {**run_result(2.0, 2.5), "cluster_controllers": "endpoints-controller,x"}
+    systems = {"go-tuned": summarise([with_endpoints]), "ours": summarise([with_endpoints]),
+               "go-default": summarise([run_result(2.0, 2.5)])}
+    assert systems["ours"]["cluster_controllers"] == "endpoints-controller,x"
+    lines = report_burst.markdown_lines({"jobs_10": systems})
+    assert ("Controllers beyond the local cluster's defaults: go-tuned, ours: "
+            "endpoints-controller, x; go-default: none.") in lines

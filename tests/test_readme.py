@@ -103,8 +103,12 @@ def test_readme_figure_is_the_committed_result(path: str, text: str, digits: int
     assert text in MEASURED, text
 
 
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
 def ratio(size: str, system: str, figure: str, to: str = "go-tuned") -> str:
-    return f"{median(f'{size}/{system}/{figure}') / median(f'{size}/{to}/{figure}'):.2f}×"
+    value = median(f"{size}/{system}/{figure}") / median(f"{size}/{to}/{figure}")
+    return f"{value:.2f}{TIMES}"
 
 
 def test_readme_ratios_to_the_go_operator_are_the_committed_results() -> None:
@@ -116,7 +120,7 @@ def test_readme_ratios_to_the_go_operator_are_the_committed_results() -> None:
             f"controller CPU to T {ratio(B2, 'ours', 'controller_cpu_s_at_created')} and "
             f"{ratio(B10, 'ours', 'controller_cpu_s_at_created')}") in text
     slower = median(f"{B2}/go-default/created_s") / median(f"{B2}/ours/created_s")
-    assert f"(the Go defaults are {slower:.1f}× slower than ours at 200 jobs)" in text
+    assert f"(the Go defaults are {slower:.1f}{TIMES} slower than ours at 200 jobs)" in text
     assert (f"takes {ratio(B2, 'ours-knative', 'created_s')} the tuned Go operator's time at "
             f"200 jobs and {ratio(B10, 'ours-knative', 'created_s')} at 1,000") in text
     # the systems compared side by side ran on clusters with the same controllers

@@ -46,3 +46,22 @@ def test_runs_locally(candidate: Obj, kept: bool) -> None:
 ])
 def test_ready_condition(status: Obj | None, expected: str | None) -> None:
     assert knative.ready_condition({"status": status}).get("status") == expected
+
+
+FLAGS = {"new-apiserversource-filters": "disabled", "delivery-timeout": "enabled"}
+FEATURES: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "config-features", "namespace": "knative-eventing"},
+                 "data": dict(FLAGS)}
+
+
+@pytest.mark.parametrize(("obj", "expected_data"), [
+    pytest.param(FEATURES, {"new-apiserversource-filters": "enabled",
+                            "delivery-timeout": "enabled"}, id="config-features"),
+    pytest.param({**FEATURES, "metadata": {"name": "config-logging"}}, FLAGS,
+                 id="another-configmap-unchanged"),
+])
+def test_with_features_sets_flags_of_config_features_only(obj: Obj,
+                                                          expected_data: dict[str, str]) -> None:
+    changed = knative.with_features(obj, {"new-apiserversource-filters": "enabled"})
+    assert changed["data"] == expected_data
+    assert FEATURES["data"] == FLAGS  # not changed in place

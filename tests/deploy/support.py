@@ -7,6 +7,7 @@ kustomize binary of the test bin dir.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
@@ -35,6 +36,17 @@ def build(kustomize: Path, directory: str | Path) -> list[Obj]:
     if done.returncode != 0:
         raise AssertionError(f"kustomize build {directory} failed: {done.stderr}")
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def build_default_with(kustomize: Path, tmp: Path, *components: str) -> list[Obj]:
+    """``kustomize build`` of an overlay, written to ``tmp``, of config/default with
+    ``components`` (paths from the repository root) added."""
+    up = os.path.relpath(REPO, tmp)
+    lines = [f"resources: [{up}/config/default]"]
+    if components:
+        lines.append("components: [" + ", ".join(f"{up}/{c}" for c in components) + "]")
+    (tmp / "kustomization.yaml").write_text("\n".join(lines) + "\n")
+    return build(kustomize, tmp)
 
 
 def find(objs: Iterable[Obj], kind: str, name: str) -> Obj:

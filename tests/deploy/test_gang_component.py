@@ -5,7 +5,6 @@ controller."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,15 @@ import pytest
 from functions.jobs.controller import CONTROLLERS
 from functions.jobs.core.gang import podgroup_api_version
 from functions.jobs.reads import settings_from_env
-from tests.deploy.support import FUNCTIONS, REPO, build, find, knative_service, uncovered
+from tests.deploy.support import FUNCTIONS, build_default_with, find, knative_service, uncovered
 
 Obj = dict[str, Any]
 
 
 def overlay(kustomize: Path, tmp: Path, component: str | None) -> list[Obj]:
-    """``kustomize build`` of an overlay of config/default with ``component`` added."""
-    up = os.path.relpath(REPO, tmp)
-    lines = [f"resources: [{up}/config/default]"]
-    if component:
-        lines.append(f"components: [{up}/config/components/gang-scheduling/{component}]")
-    (tmp / "kustomization.yaml").write_text("\n".join(lines) + "\n")
-    return build(kustomize, tmp)
+    """config/default with the gang-scheduling ``component`` added (or none)."""
+    added = [f"config/components/gang-scheduling/{component}"] if component else []
+    return build_default_with(kustomize, tmp, *added)
 
 
 def env_of(objs: list[Obj], name: str) -> dict[str, str]:

@@ -5,7 +5,6 @@ dropping the rest at the adapter changes who gets what in nothing."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from functions.runtime.eventing import (
     source_filter_patches,
     with_source_filters,
 )
-from tests.deploy.support import REPO, build
+from tests.deploy.support import REPO, build_default_with
 
 Obj = dict[str, Any]
 COMPONENT = REPO / "config" / "components" / "source-filters"
@@ -27,12 +26,9 @@ TYPES = tuple(f"dev.knative.apiserver.resource.{verb}" for verb in ("add", "upda
 
 
 def overlay(kustomize: Path, tmp: Path, component: bool) -> list[Obj]:
-    up = os.path.relpath(REPO, tmp)
-    lines = [f"resources: [{up}/config/default]"]
-    if component:
-        lines.append(f"components: [{up}/config/components/source-filters]")
-    (tmp / "kustomization.yaml").write_text("\n".join(lines) + "\n")
-    return build(kustomize, tmp)
+    """config/default, with the source filters or without."""
+    added = ["config/components/source-filters"] if component else []
+    return build_default_with(kustomize, tmp, *added)
 
 
 def _key(obj: Obj) -> tuple[str, str, str]:

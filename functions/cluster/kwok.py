@@ -24,13 +24,39 @@ DELAY_ANNOTATION = "kwok.x-k8s.io/delay"
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 # Stage files of the kwok module, relative to its kustomize/stage directory.
+POD_READY_STAGE = "pod/fast/pod-ready.yaml"
 UPSTREAM_STAGES = (
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-    "pod/fast/pod-ready.yaml",
+    POD_READY_STAGE,
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 )
+
+# How many pods kwok moves through a stage at once. kwok plays every node's kubelet in one
+# process, and its default (4) makes that process, not the controllers, decide when pods run:
+# four status writes in flight take 40 pods/s at a loaded API server's 100 ms, where a real
+# cluster's kubelets write for their own nodes side by side (each up to 50 requests/s).
+POD_PLAY_PARALLELISM = 32
+
+# kwok defaults no option of a configuration it reads from a file (a zero parallelism stops
+# it), so this one spells out v0.8.0's defaults but the pods' parallelism; flags override it.
+_OPTIONS = f"""\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  cidr: 10.0.0.0/24
+  manageAllNodes: false
+  enableDebuggingHandlers: true
+  enableContentionProfiling: false
+  enableProfilingHandler: true
+  podPlayStageParallelism: {POD_PLAY_PARALLELISM}
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+"""
 
 _FINISH_STAGE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -99,24 +125,48 @@ def finish_stage(result: str) -> str:
 
 
 def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
-    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``.
+    """kwok's ``--config`` document: its options (:data:`POD_PLAY_PARALLELISM`), upstream fast
+    stages and ours, joined with ``---``.
 
     Pods whose (first) container image is in ``local_images`` are left alone by the pod
     stages that would start them: another kubelet runs those (:mod:`functions.dev.kubelet`).
     Their deletion is still finished by kwok.
     """
-    documents = []
+    documents = [_OPTIONS.strip()]
     for relative in UPSTREAM_STAGES:
         path = stage_dir / relative
         if not path.exists():
             raise FileNotFoundError(f"kwok stage file missing: {path}")
         text = path.read_text().strip()
+        if relative == POD_READY_STAGE:
+            text = _keep_pod_ip(text)
         if local_images and relative.startswith("pod/") and "pod-delete" not in relative:
             text = _skip_images(text, local_images)
         documents.append(text)
     documents.append(finish_stage("succeed").strip())
     documents.append(finish_stage("fail").strip())
     return "\n---\n".join(documents) + "\n"
+
+
+def _keep_pod_ip(stage: str) -> str:
+    """The pod-ready stage, giving a pod an IP only when it has none.
+
+    kwok v0.8.0 takes a new IP from its pool each time it plays the stage for a pod. When two
+    plays of one pod race (a burst of pods, several played at once), the second patch adds a
+    second IP, the API server refuses a pod with two IPs of one family, and every retry takes
+    yet another IP: the pod never runs. With the guard, a retry sees the IP the first play
+    wrote and writes none.
+    """
+    doc = yaml.safe_load(stage)
+    template = doc["spec"]["next"]["statusTemplate"]
+    start = template.find("{{ $podIPs := PodIPsWith")
+    end = template.find("phase: Running", start)
+    if start < 0 or end < 0:
+        raise ValueError("kwok's pod-ready stage no longer assigns pod IPs as expected")
+    doc["spec"]["next"]["statusTemplate"] = (
+        template[:start] + "{{ if not .status.podIP }}\n" + template[start:end]
+        + "{{ end }}\n" + template[end:])
+    return yaml.safe_dump(doc, sort_keys=False).strip()
 
 
 def _skip_images(stage: str, images: tuple[str, ...]) -> str:

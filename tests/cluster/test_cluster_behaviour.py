@@ -153,3 +153,28 @@ def test_cel_rule_rejects_bad_object_with_its_message(
         kube.apply(widget(namespace, size=11), "tester")
     assert rejected.value.status == 422
     assert "size must be at most 10" in rejected.value.message
+
+
+def test_kwok_starts_a_pod_that_already_has_an_ip(kube: KubeClient, namespace: str) -> None:
+    """kwok's pod-ready stage keeps an IP a pod already has (``kwok._keep_pod_ip``). kwok
+    v0.8.0 as released adds a second one (what two racing plays of one pod do in a burst): the
+    API server refuses a pod with two IPs of one family and the pod never runs."""
+    kube.create({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ip", "namespace": namespace},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "main", "image": "busybox"}]},
+    }, res=resources.PODS)
+    kube.patch(resources.PODS, "ip", {"status": {"podIP": "10.77.0.7",
+                                                 "podIPs": [{"ip": "10.77.0.7"}]}},
+               namespace, subresource="status")
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "ip"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "kwok-cpu-0"}}
+    response = kube.call("create", "POST", resources.PODS.path(namespace, "ip", "binding"),
+                         body=binding)
+    assert response.status == 201
+
+    def running() -> dict[str, Any] | None:
+        pod = kube.get(resources.PODS, "ip", namespace)
+        return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
+
+    pod: dict[str, Any] = wait_for(running, 20, message="pod Running")
+    assert pod["status"]["podIPs"] == [{"ip": "10.77.0.7"}]

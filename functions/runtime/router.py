@@ -107,6 +107,10 @@ class Router:
     :param resync_interval: seconds between PingSource ticks; ``None`` takes each PingSource's
         schedule, ``0`` disables the ticker.
     :param record: called with every accepted event, as received.
+    :param workers: deliveries in flight per Trigger. Each Trigger has workers of its own, as
+        Knative's channel fans an event out to every subscription independently: a subscriber
+        that answers slowly (a burst of reconcile passes) never holds back another's
+        deliveries (the status function's).
     """
 
     triggers_dir: Path | str
@@ -124,8 +128,7 @@ class Router:
         self.subscriptions, skipped = subscriptions(self.manifests, self.subscribers)
         for note in skipped:
             log.info("router: %s", note)
-        self._pool = ThreadPoolExecutor(max_workers=self.workers,
-                                        thread_name_prefix="router-delivery")
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: set[Future[Delivery]] = set()
@@ -156,7 +159,10 @@ class Router:
     def stop(self) -> None:
         self._stopping.set()
         self._server.stop()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=True, cancel_futures=True)
         self._connections.close()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
@@ -200,9 +206,13 @@ class Router:
                  attributes: Mapping[str, str]) -> list[Future[Delivery]]:
         futures = []
         for subscription in self.matching(attributes):
-            future = self._pool.submit(self._deliver, subscription, request, attributes["id"],
-                                       attributes.get("subject", ""))
             with self._lock:
+                pool = self._pools.get(subscription.name)
+                if pool is None:
+                    pool = self._pools[subscription.name] = ThreadPoolExecutor(
+                        max_workers=self.workers, thread_name_prefix="router-delivery")
+                future = pool.submit(self._deliver, subscription, request, attributes["id"],
+                                     attributes.get("subject", ""))
                 self._in_flight.add(future)
             future.add_done_callback(self._done)
             futures.append(future)

@@ -298,3 +298,48 @@ def test_child_updates_a_function_is_not_sent_are_behind_its_cache_barrier() -> 
                 content_never_read.get(function, set()), function
     finally:
         router.stop()
+
+
+class _Gated(_Fixed):
+    gate: threading.Event
+
+    def do_POST(self) -> None:
+        self.gate.wait(10)
+        super().do_POST()
+
+
+def test_a_slow_subscriber_holds_back_no_other_triggers_deliveries(tmp_path: Path) -> None:
+    """Each Trigger has workers of its own, as Knative's channel sends to every subscription
+    independently: while one subscriber holds all of its deliveries, another still gets each
+    event at once."""
+    (tmp_path / "broker.yaml").write_text(BROKER)
+    (tmp_path / "trigger.yaml").write_text(TRIGGER)
+    (tmp_path / "other.yaml").write_text(TRIGGER.replace("name: fn", "name: other"))
+    gate = threading.Event()
+    slow_times: list[float] = []
+    quick_times: list[float] = []
+    slow = ThreadingHTTPServer(("127.0.0.1", 0), type(
+        "Slow", (_Gated,), {"status": 200, "times": slow_times, "gate": gate}))
+    quick = ThreadingHTTPServer(("127.0.0.1", 0), type(
+        "Quick", (_Fixed,), {"status": 200, "times": quick_times}))
+    for server in (slow, quick):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    router = Router(tmp_path, {"fn": f"http://127.0.0.1:{slow.server_address[1]}/",
+                               "other": f"http://127.0.0.1:{quick.server_address[1]}/"},
+                    resync_interval=0, workers=2)
+    headers, body = load_sample(UPDATE)
+    try:
+        futures = [future for _ in range(4) for future in router.publish(headers, body)]
+        deadline = time.monotonic() + 5
+        while len(quick_times) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (len(quick_times), len(slow_times)) == (4, 0)
+        gate.set()
+        deliveries = [future.result(timeout=10) for future in futures]
+    finally:
+        gate.set()
+        router.stop()
+        for server in (slow, quick):
+            server.shutdown()
+            server.server_close()
+    assert sorted(d.trigger for d in deliveries if d.delivered) == ["fn"] * 4 + ["other"] * 4

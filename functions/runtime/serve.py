@@ -88,11 +88,10 @@ def _remove_in_master(directory: str, master: int) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-# Request threads. An event function's pass mostly waits for the API server (a write takes
-# 100-300 ms under a burst), so two threads left events queued for seconds in front of it;
-# eight keep it busy without the GIL costing more than the waiting saved (the burst benchmark).
+# Event functions serve with two threads: more contend for the GIL and cost CPU per event;
+# Knative scales a busy function out instead. The REST API keeps more.
 DEFAULT_THREADS = {"api": 8}
-EVENT_FUNCTION_THREADS = 8
+EVENT_FUNCTION_THREADS = 2
 
 
 def serve(function: str, port: int, workers: int = 1, threads: int = EVENT_FUNCTION_THREADS,
@@ -111,7 +110,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "1")))
     parser.add_argument("--threads", type=int, default=None,
-                        help="request threads (default: $THREADS, else 8)")
+                        help="request threads (default: $THREADS, else 2; 8 for api)")
     parser.set_defaults(handler=_main)
 
 

@@ -33,31 +33,6 @@ UPSTREAM_STAGES = (
     "pod/fast/pod-delete.yaml",
 )
 
-# How many pods kwok moves through a stage at once. kwok plays every node's kubelet in one
-# process, and its default (4) makes that process, not the controllers, decide when pods run:
-# four status writes in flight take 40 pods/s at a loaded API server's 100 ms, where a real
-# cluster's kubelets write for their own nodes side by side (each up to 50 requests/s).
-POD_PLAY_PARALLELISM = 32
-
-# kwok defaults no option of a configuration it reads from a file (a zero parallelism stops
-# it), so this one spells out v0.8.0's defaults but the pods' parallelism; flags override it.
-_OPTIONS = f"""\
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokConfiguration
-options:
-  cidr: 10.0.0.0/24
-  manageAllNodes: false
-  enableDebuggingHandlers: true
-  enableContentionProfiling: false
-  enableProfilingHandler: true
-  podPlayStageParallelism: {POD_PLAY_PARALLELISM}
-  nodePlayStageParallelism: 4
-  nodeLeaseParallelism: 4
-  podsOnNodeSyncParallelism: 1
-  enablePodsOnNodeSyncListPager: true
-  enablePodsOnNodeSyncStreamWatch: false
-"""
-
 _FINISH_STAGE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -125,14 +100,13 @@ def finish_stage(result: str) -> str:
 
 
 def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
-    """kwok's ``--config`` document: its options (:data:`POD_PLAY_PARALLELISM`), upstream fast
-    stages and ours, joined with ``---``.
+    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``.
 
     Pods whose (first) container image is in ``local_images`` are left alone by the pod
     stages that would start them: another kubelet runs those (:mod:`functions.dev.kubelet`).
     Their deletion is still finished by kwok.
     """
-    documents = [_OPTIONS.strip()]
+    documents = []
     for relative in UPSTREAM_STAGES:
         path = stage_dir / relative
         if not path.exists():

@@ -81,18 +81,6 @@ def test_gpu_node_capacity() -> None:
     assert node["metadata"]["annotations"] == {kwok.NODE_ANNOTATION: "fake"}
 
 
-def test_kwok_config_spells_out_its_defaults_but_the_pods_parallelism(bin_dir: Path) -> None:
-    """kwok defaults nothing in a configuration read from a file: a missing parallelism is a
-    zero that stops it."""
-    documents = list(yaml.safe_load_all(kwok.stages_config(bin_dir / "kwok-stages")))
-    options = documents[0]["options"]
-    assert documents[0]["kind"] == "KwokConfiguration"
-    assert options["podPlayStageParallelism"] == kwok.POD_PLAY_PARALLELISM > 4
-    assert (options["nodePlayStageParallelism"], options["nodeLeaseParallelism"],
-            options["podsOnNodeSyncParallelism"]) == (4, 4, 1)
-    assert {d["kind"] for d in documents[1:]} == {"Stage"}
-
-
 def test_keep_pod_ip_refuses_a_pod_ready_stage_it_does_not_know() -> None:
     stage = yaml.safe_dump({"kind": "Stage", "spec": {"next": {"statusTemplate": "phase: x"}}})
     with pytest.raises(ValueError, match="pod IPs"):

@@ -128,7 +128,10 @@ class Router:
         self.subscriptions, skipped = subscriptions(self.manifests, self.subscribers)
         for note in skipped:
             log.info("router: %s", note)
-        self._pools: dict[str, ThreadPoolExecutor] = {}
+        # threads start on a pool's first delivery, so an idle Trigger costs none
+        self._pools = {s.name: ThreadPoolExecutor(max_workers=self.workers,
+                                                  thread_name_prefix=f"router-{s.name}")
+                       for s in self.subscriptions}
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._in_flight: set[Future[Delivery]] = set()
@@ -159,9 +162,7 @@ class Router:
     def stop(self) -> None:
         self._stopping.set()
         self._server.stop()
-        with self._lock:
-            pools = list(self._pools.values())
-        for pool in pools:
+        for pool in self._pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
         self._connections.close()
 
@@ -206,13 +207,10 @@ class Router:
                  attributes: Mapping[str, str]) -> list[Future[Delivery]]:
         futures = []
         for subscription in self.matching(attributes):
+            future = self._pools[subscription.name].submit(
+                self._deliver, subscription, request, attributes["id"],
+                attributes.get("subject", ""))
             with self._lock:
-                pool = self._pools.get(subscription.name)
-                if pool is None:
-                    pool = self._pools[subscription.name] = ThreadPoolExecutor(
-                        max_workers=self.workers, thread_name_prefix="router-delivery")
-                future = pool.submit(self._deliver, subscription, request, attributes["id"],
-                                     attributes.get("subject", ""))
                 self._in_flight.add(future)
             future.add_done_callback(self._done)
             futures.append(future)

@@ -82,13 +82,17 @@ class _Fixed(BaseHTTPRequestHandler):
         pass
 
 
+def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
 @pytest.fixture
 def always_500() -> Iterator[tuple[str, list[float]]]:
     times: list[float] = []
-    handler = type("Always500", (_Fixed,), {"status": 500, "times": times})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", times
+    server, url = _serve(type("Always500", (_Fixed,), {"status": 500, "times": times}))
+    yield url, times
     server.shutdown()
     server.server_close()
 
@@ -318,15 +322,11 @@ def test_a_slow_subscriber_holds_back_no_other_triggers_deliveries(tmp_path: Pat
     gate = threading.Event()
     slow_times: list[float] = []
     quick_times: list[float] = []
-    slow = ThreadingHTTPServer(("127.0.0.1", 0), type(
-        "Slow", (_Gated,), {"status": 200, "times": slow_times, "gate": gate}))
-    quick = ThreadingHTTPServer(("127.0.0.1", 0), type(
-        "Quick", (_Fixed,), {"status": 200, "times": quick_times}))
-    for server in (slow, quick):
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    router = Router(tmp_path, {"fn": f"http://127.0.0.1:{slow.server_address[1]}/",
-                               "other": f"http://127.0.0.1:{quick.server_address[1]}/"},
-                    resync_interval=0, workers=2)
+    slow, slow_url = _serve(type("Slow", (_Gated,),
+                                 {"status": 200, "times": slow_times, "gate": gate}))
+    quick, quick_url = _serve(type("Quick", (_Fixed,), {"status": 200, "times": quick_times}))
+    router = Router(tmp_path, {"fn": slow_url, "other": quick_url}, resync_interval=0,
+                    workers=2)
     headers, body = load_sample(UPDATE)
     try:
         futures = [future for _ in range(4) for future in router.publish(headers, body)]

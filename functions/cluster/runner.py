@@ -145,6 +145,7 @@ class LocalCluster:
         self.kubeconfig = self.root / "admin.kubeconfig"
         self.audit_log = self.root / "audit.log"
         self._ca: pki.CertificateAuthority | None = None
+        self._admin_context: ssl.SSLContext | None = None
         self.api_port = free_port()
         self.server = f"https://127.0.0.1:{self.api_port}"
 
@@ -202,7 +203,7 @@ class LocalCluster:
             *self._audit_args(),
             *self._egress_args(),
         ])
-        admin_ssl = self._admin_ssl(ca.files.cert, admin)
+        admin_ssl = self._admin_context = self._admin_ssl(ca.files.cert, admin)
         self._wait(apiserver, deadline,
                    lambda: _http_ok(f"{self.server}/readyz", admin_ssl))
         kube = self.client()
@@ -247,6 +248,23 @@ class LocalCluster:
         self._wait(kcm, deadline,
                    lambda: kube.get(resources.SERVICEACCOUNTS, "default", "default") is not None)
         self._write_state()
+
+    def restart_apiserver(self, timeout: float = 60.0) -> None:
+        """Stop the kube-apiserver and start it again with the same flags (as an upgrade or a
+        crash does): every client's watch ends, and its new watch cache starts from etcd's
+        current revision, so a watch resumed from an older version is refused as too old."""
+        [apiserver] = [c for c in self.components if c.name == "kube-apiserver"]
+        assert apiserver.process is not None
+        stop_process_group(apiserver.process.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            apiserver.process.wait(timeout=2)
+        apiserver.start()
+        deadline = time.monotonic() + timeout
+        self._wait(apiserver, deadline,
+                   lambda: _http_ok(f"{self.server}/readyz", self._admin_context))
+        kube = self.client()
+        self._wait(apiserver, deadline,
+                   lambda: kube.get(resources.NAMESPACES, "default") is not None)
 
     def stop(self) -> None:
         """Stop every process that was started and remove temporary state."""

@@ -14,6 +14,10 @@ an event the new adapter sends.
 
 The wait is the Broker's: until the new adapter has settled, the event is answered with a
 retry, and the Broker's exponential backoff (``eventing/broker.yaml``) brings it back.
+
+A running adapter loses changes the same way when the API server ends its watches and it
+lists again; that gap is caught up from the functions' own informers
+(:mod:`functions.kube.gaps`).
 """
 
 from __future__ import annotations

@@ -27,11 +27,12 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from functions.core.errors import TemporaryError
+from functions.kube.gaps import CatchUp, Journal, Journaled
 from functions.kube.store import Obj, Store
 
 if TYPE_CHECKING:
@@ -59,15 +60,25 @@ class CacheSpec:
 class Informer:
     """Keeps one :class:`Store` current from a background thread: LIST, then WATCH from the
     list's version; a watch that ends is resumed, one that is too old (410) re-lists, and
-    failures back off up to :attr:`max_backoff` seconds."""
+    failures back off up to :attr:`max_backoff` seconds.
+
+    Once synced, every change it applies goes to its :class:`~functions.kube.gaps.Journal`,
+    and a watch the server ends early or refuses is reported to ``on_reset``
+    (:mod:`functions.kube.gaps`)."""
 
     max_backoff = 30.0
     watch_seconds = 300
+    # A watch that ends this much before the time it asked for was ended by the server.
+    early_end_seconds = 5.0
 
-    def __init__(self, kube: KubeClient, spec: CacheSpec) -> None:
+    def __init__(self, kube: KubeClient, spec: CacheSpec,
+                 on_reset: Callable[[Informer], None] | None = None) -> None:
         self.kube = kube
         self.spec = spec
+        self.name = spec.resource.plural
         self.store = Store(spec.resource.api_version, spec.resource.kind, spec.index_label)
+        self.journal = Journal()
+        self.on_reset = on_reset
         self.synced = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,18 +102,24 @@ class Informer:
                 if version is None:
                     version = self._list()
                     self.synced.set()
+                started = time.monotonic()
                 version = self._watch(version)
                 backoff = 0.5
+                if time.monotonic() - started < self.watch_seconds - self.early_end_seconds:
+                    self._reset("the server ended the watch early")
             except ApiError as exc:
+                self._reset(f"the watch was refused: {exc}")
                 if exc.status == 410:
                     version = None
                     continue
-                log.warning("cache of %s: %s", self.spec.resource.plural, exc)
+                log.warning("cache of %s: %s", self.name, exc)
                 version = None
             except TemporaryError as exc:
-                log.info("cache of %s: %s", self.spec.resource.plural, exc)
+                self._reset(str(exc))
+                log.info("cache of %s: %s", self.name, exc)
             except Exception:
-                log.exception("cache of %s failed; re-listing", self.spec.resource.plural)
+                self._reset("the cache failed")
+                log.exception("cache of %s failed; re-listing", self.name)
                 version = None
             if self._stopping.wait(backoff):
                 return
@@ -115,8 +132,15 @@ class Informer:
         for page in self.kube.list_pages(res, label_selector=self.spec.selector):
             items.extend(page.get("items") or [])
             query_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
-        self.store.replace(items, query_version)
+        changed = self.store.replace(items, query_version)
+        if self.synced.is_set():   # a re-list: what it changed was not seen as events
+            self.journal.record(changed)
         return query_version
+
+    def _reset(self, why: str) -> None:
+        if self.on_reset is not None and self.synced.is_set() and not self._stopping.is_set():
+            log.info("the %s watch was reset (%s)", self.name, why)
+            self.on_reset(self)
 
     def _watch(self, version: str) -> str:
         for event in self.kube.watch(self.spec.resource, resource_version=version,
@@ -128,6 +152,8 @@ class Informer:
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""),
                                str(obj.get("message") or "watch error"))
             self.store.apply(str(kind), obj)
+            if kind != "BOOKMARK":
+                self.journal.record((obj,))
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if self._stopping.is_set():
                 break
@@ -136,14 +162,20 @@ class Informer:
 
 class ObjectCache:
     """The informers of one process, started on first use; also a
-    :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once."""
+    :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once.
 
-    def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec]) -> None:
+    With ``on_gap``, what changed around a reset of a watch is handed to it
+    (:mod:`functions.kube.gaps`): the resource and the changed objects' references."""
+
+    def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
+                 on_gap: Callable[[Resource, list[Obj]], None] | None = None) -> None:
         self.kube = kube
         # A client that cannot stream cannot watch: then nothing is cached, all is read.
         self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
         self._informers: dict[tuple[str, str], Informer] = {}
         self._guard = threading.Lock()
+        self.on_gap = on_gap
+        self.catch_up = CatchUp(self._deliver)
         kube.observers.append(self)
 
     def informer(self, res: Resource, *, start: bool = True) -> Informer | None:
@@ -154,7 +186,8 @@ class ObjectCache:
         with self._guard:
             informer = self._informers.get(ident)
             if informer is None and start:
-                informer = self._informers[ident] = Informer(self.kube, spec)
+                informer = self._informers[ident] = Informer(
+                    self.kube, spec, self.catch_up.reset if self.on_gap else None)
                 informer.start()
             return informer
 
@@ -176,6 +209,14 @@ class ObjectCache:
         with self._guard:
             for informer in self._informers.values():
                 informer.stop()
+        self.catch_up.stop()
+
+    def _deliver(self, source: Journaled, changed: list[Obj]) -> None:
+        assert isinstance(source, Informer)
+        assert self.on_gap is not None
+        log.info("catching up on %d %s changed around a reset of their watch", len(changed),
+                 source.name)
+        self.on_gap(source.spec.resource, changed)
 
     def caught_up(self, res: Resource, obj: Obj, timeout: float) -> bool:
         """Whether reads of ``res`` reflect ``obj`` (from an event) within ``timeout``: true

@@ -128,17 +128,28 @@ class Store:
 
     # -- the watch ------------------------------------------------------------------------------
 
-    def replace(self, items: Iterable[Obj], version: str) -> None:
-        """The result of a LIST at ``version``: everything else is gone."""
+    def replace(self, items: Iterable[Obj], version: str) -> list[Obj]:
+        """The result of a LIST at ``version``: everything else is gone. Returns what the
+        list changed: the objects that are new or at another version, and the last state of
+        those that are gone."""
         with self._lock:
-            self._objects.clear()
+            before = self._objects
+            self._objects = {}
             self._index.clear()
             self._gone.clear()
+            changed: list[Obj] = []
             for item in items:
-                self._put(_key(item), self._complete(item))
+                key = _key(item)
+                obj = self._complete(item)
+                self._put(key, obj)
+                old = before.pop(key, None)
+                if old is None or version_of(old) != version_of(obj):
+                    changed.append(obj)
+            changed.extend(before.values())
             self.high_water = max(self.high_water, _int(version))
             self.last_change = time.monotonic()
             self._progress.notify_all()
+            return changed
 
     def apply(self, event_type: str, obj: Obj) -> None:
         """One watch event (``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``)."""

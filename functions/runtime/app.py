@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from functions.runtime.dispatch import Dispatcher
     from functions.runtime.metrics import Metrics
     from functions.runtime.recorder import EventRecorder
-    from functions.runtime.registry import Controller, FunctionName, Reader
+    from functions.runtime.registry import Controller, FunctionName, Obj, Reader
 
 log = logging.getLogger(__name__)
 
@@ -217,11 +217,17 @@ class FunctionRuntime:
                     from functions.kube.cache import CachedReader, ObjectCache
                     if self._cache is not None:
                         self._cache.stop()
-                    self._cache = ObjectCache(kube, self.cache_specs)
+                    self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up)
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
             return self._reader
+
+    def _catch_up(self, res: Resource, changed: list[Obj]) -> None:
+        """What changed around a reset of a cached resource's watch, which the event source's
+        own watch may have missed (:mod:`functions.kube.gaps`): each function passes over it."""
+        for dispatcher in self.dispatchers:
+            dispatcher.catch_up(res, changed)
 
     def behind(self, event: ApiEvent) -> bool:
         """Whether the watch cache has not caught up with ``event`` within a moment: then the

@@ -58,6 +58,7 @@ from functions.runtime.registry import Context, Controller, FunctionName, Obj, R
 
 if TYPE_CHECKING:
     from functions.kube.client import KubeClient
+    from functions.kube.resources import Resource
     from functions.runtime.recorder import EventRecorder
 
 log = logging.getLogger(__name__)
@@ -98,25 +99,23 @@ class Dispatcher:
         ref = event.ref
         if ref is None:
             return []
-        found: list[Route] = []
         child: Obj | None = event.object
-        fetched = False
+        if child is None and any(_has_child_kind(c, ref.api_version, ref.kind)
+                                 for c in self.controllers):
+            child = self._read_child(event)
+        return _unique(self._routes_of(ref.api_version, ref.kind, ref.key(), child))
+
+    def _routes_of(self, api_version: str, kind: str, key: ObjectKey,
+                   obj: Obj | None) -> list[Route]:
+        """The routes a change of ``obj`` (``None``: unknown, gone) concerns."""
+        found: list[Route] = []
         for controller in self.controllers:
-            if controller.owns(ref.api_version, ref.kind):
-                found.append(Route(controller, ref.key()))
-                continue
-            if not _has_child_kind(controller, ref.api_version, ref.kind):
-                continue
-            if child is None and not fetched:
-                fetched = True
-                child = self._read_child(event)
-            if child is not None:
-                found.extend(Route(controller, key)
-                             for key in controller.parents_of(ref.api_version, ref.kind, child))
-        unique: dict[RouteId, Route] = {}
-        for route in found:
-            unique.setdefault(route_id(route), route)
-        return list(unique.values())
+            if controller.owns(api_version, kind):
+                found.append(Route(controller, key))
+            elif obj is not None and _has_child_kind(controller, api_version, kind):
+                found.extend(Route(controller, parent)
+                             for parent in controller.parents_of(api_version, kind, obj))
+        return found
 
     def _read_child(self, event: ApiEvent) -> Obj | None:
         """Reference mode: the event names the child only, so read it (``None`` if gone)."""
@@ -211,6 +210,26 @@ class Dispatcher:
                                            time.perf_counter() - started, _label(outcome))
         return outcome
 
+    # -- catching up --------------------------------------------------------------------------
+
+    def catch_up(self, res: Resource, changed: Sequence[Obj]) -> None:
+        """Run the parents of objects that changed around a watch gap, which their events may
+        not have reached (:mod:`functions.kube.gaps`); a pass that asks for a retry gets a
+        requeue timer, as no Broker retries it."""
+        routes = _unique([route for obj in changed for route in self._routes_of(
+            res.api_version, res.kind, ObjectKey.of({**obj, "apiVersion": res.api_version,
+                                                     "kind": res.kind}), obj)])
+        if not routes:
+            return
+        log.info("%s: %d passes for %s changed around a watch gap", self.function, len(routes),
+                 res.plural)
+        with ThreadPoolExecutor(max_workers=self.resync_workers,
+                                thread_name_prefix=f"catch-up-{self.function}") as pool:
+            outcomes = list(pool.map(self.run, routes))
+        for route, outcome in zip(routes, outcomes, strict=True):
+            if outcome.retriable:
+                self.timers.schedule(route, outcome.retry_after)
+
     # -- resync -------------------------------------------------------------------------------
 
     def after_adapter_event(self, event: ApiEvent) -> Outcome:
@@ -262,6 +281,13 @@ class Dispatcher:
             return combine(outcomes) if outcomes else Outcome("ok")
         finally:
             self._resync_guard.release()
+
+
+def _unique(routes: list[Route]) -> list[Route]:
+    unique: dict[RouteId, Route] = {}
+    for route in routes:
+        unique.setdefault(route_id(route), route)
+    return list(unique.values())
 
 
 def _label(outcome: Outcome) -> str:

@@ -78,7 +78,9 @@ class ChildMapping:
     """Events about ``api_version``/``kind`` objects concern the parent ``to_parent`` returns.
 
     ``to_parent`` is pure: it sees the child object (as sent in a Resource-mode event, or read
-    by the runtime in Reference mode) and returns the parent's key or ``None``.
+    by the runtime in Reference mode) and returns the parent's key or ``None``. It reads the
+    child's metadata only (name, namespace, labels, ownerReferences): after a watch gap it is
+    given the :func:`~functions.kube.gaps.reference` an informer journaled.
     """
 
     api_version: str

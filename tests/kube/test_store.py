@@ -115,6 +115,15 @@ def test_a_list_replaces_everything() -> None:
     assert s._gone == {}
 
 
+def test_a_list_answers_what_it_changed() -> None:
+    s = store()
+    s.replace([pod("same", 1), pod("moved", 2), pod("gone", 3)], "10")
+    changed = s.replace([pod("same", 1), pod("moved", 12), pod("new", 13)], "20")
+    assert [(o["metadata"]["name"], version_of(o)) for o in changed] == [
+        ("moved", 12), ("new", 13), ("gone", 3)]
+    assert s.replace([pod("same", 1), pod("moved", 12), pod("new", 13)], "21") == []
+
+
 @pytest.mark.parametrize(("held", "high_water", "event_version", "expected"), [
     pytest.param(7, 0, 7, True, id="holds-that-version"),
     pytest.param(9, 0, 7, True, id="holds-a-newer-one"),

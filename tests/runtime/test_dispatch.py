@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 import time
 
+from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey
+from functions.kube import resources
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.outcomes import Outcome, Route
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context, Result
-from tests.runtime.controllers import Calls, recording_controller
+from tests.runtime.controllers import JOB_LABEL, Calls, recording_controller
 from tests.runtime.test_app import refusing_kube
 
 
@@ -138,3 +140,25 @@ def test_requeue_after_runs_the_key_again() -> None:
         time.sleep(0.01)
     assert calls.keys() == [A, A]
     assert dispatcher.timers.pending() == 0
+
+
+def test_a_catch_up_runs_each_parent_of_what_changed_once_and_requeues_retries() -> None:
+    calls = Calls()
+
+    def busy_on_b(ctx: Context, key: ObjectKey) -> None:
+        if key.name == "b":
+            raise TemporaryError("the API server is busy", 30)
+
+    dispatcher = Dispatcher("status", [recording_controller(calls, busy_on_b)],
+                            lambda: refusing_kube(None), no_recorder)
+    pods = [{"metadata": {"name": f"{job}-{index}", "namespace": "ns",
+                          "labels": {JOB_LABEL: job}}}
+            for job in ("a", "b") for index in (0, 1)]
+    stray = {"metadata": {"name": "stray", "namespace": "ns"}}
+    dispatcher.catch_up(resources.PODS, [*pods, stray])
+    assert sorted(calls.keys("status")) == [A, B]
+    assert dispatcher.timers.pending() == 1     # b asked to be retried; nothing else will
+    dispatcher.timers.cancel_all()
+    # A changed parent is a route of its own.
+    dispatcher.catch_up(resources.PYTORCHJOBS, [{"metadata": {"name": "a", "namespace": "ns"}}])
+    assert calls.keys("status")[-1] == A

@@ -1,0 +1,191 @@
+"""Catching up after a watch gap: what an event source may have lost when the API server ended
+the watches, handed to the functions again.
+
+When the API server ends its watches (it restarts, or its watch cache of a resource starts
+over under load and ends every watcher of it at once), each watcher resumes from the last
+version it saw. The ApiServerSource adapter cannot always: a resumed watch that is refused as
+too old, or that ends at once, makes its reflector list again, and the adapter's store does
+nothing with a list (knative.dev/eventing v0.49.2 ``pkg/adapter/apiserver/delegate.go``:
+``Replace`` is a no-op). Every change between its last event and that list is then never
+sent, and with no resync a job whose pods turned Running in that gap keeps its old status.
+
+The functions' own informers (:mod:`functions.kube.cache`) see the same resets, since the
+server ends everyone's watches together, and they lose nothing: a re-list replaces their
+store. So each informer keeps a short :class:`Journal` of the changes it applied, and a reset
+of its watch arms a :class:`CatchUp`: at a few moments after it (the adapter's retries back off
+for up to a minute or more), the changes applied since shortly before the reset are handed to
+the functions, which run a pass for each parent they concern. Each hand-over covers what was
+applied since the previous one, so a gap costs one pass per parent that changed around it
+(plus the duplicates of events that did arrive, which a pass absorbs).
+
+This is a safety net for a known loss, not the mechanism: events drive the functions, and
+the periodic resync stays the guarantee (a replica that was not running, or a resource no
+function caches, is left to it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# When, after a reset, the changes are handed over (seconds): soon for a brief reset, and as
+# late as a client-go reflector's backed-off retry (its backoff grows to 30 s, with as much
+# jitter again) for an adapter that took long to list again.
+CATCH_UP_AFTER = (1.0, 3.0, 10.0, 30.0, 90.0)
+# How far before the reset the first hand-over reaches: other watchers' watches may have
+# ended a moment before this one.
+LOOKBACK_SECONDS = 5.0
+# How long the journal keeps a change: past the widest interval between hand-overs.
+JOURNAL_SECONDS = 150.0
+JOURNAL_LIMIT = 200_000
+
+
+# What a journal keeps of an object: enough to name it and to find its parent (a child's
+# mapping to its parent reads only these, see functions.runtime.registry.ChildMapping).
+_KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+
+
+def reference(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
+    kept: Obj = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta}}
+    for field_name in ("apiVersion", "kind"):
+        if field_name in obj:
+            kept[field_name] = obj[field_name]
+    return kept
+
+
+class Journal:
+    """The changes an informer applied (a :func:`reference` of each), with when; bounded by
+    age and by count."""
+
+    def __init__(self, keep_seconds: float = JOURNAL_SECONDS, limit: int = JOURNAL_LIMIT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.keep_seconds = keep_seconds
+        self.clock = clock
+        self._entries: deque[tuple[float, Obj]] = deque(maxlen=limit)
+        self._lock = threading.Lock()
+
+    def record(self, objs: Iterable[Obj]) -> None:
+        with self._lock:
+            now = self.clock()
+            self._entries.extend((now, reference(obj)) for obj in objs)
+            horizon = now - self.keep_seconds
+            while self._entries and self._entries[0][0] < horizon:
+                self._entries.popleft()
+
+    def since(self, moment: float) -> tuple[list[Obj], float]:
+        """The latest recorded state of each object changed at or after ``moment``, and the
+        moment this answer reaches to (where the next one starts)."""
+        latest: dict[tuple[str, str], Obj] = {}
+        with self._lock:
+            upto = self.clock()
+            for at, obj in reversed(self._entries):
+                if at < moment:
+                    break
+                meta = obj.get("metadata") or {}
+                latest.setdefault((str(meta.get("namespace") or ""), str(meta.get("name"))), obj)
+        return list(reversed(latest.values())), upto
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+class Journaled(Protocol):
+    """What :class:`CatchUp` needs of an informer: a name (for logs) and its journal."""
+
+    name: str
+    journal: Journal
+
+
+@dataclass
+class _Gap:
+    source: Journaled
+    scanned_to: float
+    due: list[float] = field(default_factory=list)
+
+
+class CatchUp:
+    """Hands the changes around each watch reset to ``deliver`` (from one background thread,
+    started on the first reset), at :data:`CATCH_UP_AFTER` after the latest reset of that
+    watch; a reset during a catch-up starts its schedule again and keeps what was not handed
+    over yet."""
+
+    def __init__(self, deliver: Callable[[Journaled, list[Obj]], None], *,
+                 after: tuple[float, ...] = CATCH_UP_AFTER,
+                 lookback: float = LOOKBACK_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.deliver = deliver
+        self.after = after
+        self.lookback = lookback
+        self.clock = clock
+        self._gaps: dict[int, _Gap] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def reset(self, source: Journaled) -> None:
+        """``source``'s watch was ended or refused: others' may have been too."""
+        now = self.clock()
+        with self._wake:
+            gap = self._gaps.get(id(source))
+            if gap is None:
+                gap = self._gaps[id(source)] = _Gap(source, now - self.lookback)
+            gap.due = [now + delay for delay in self.after]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="watch-gap-catch-up")
+                self._thread.start()
+            self._wake.notify_all()
+
+    def pending(self) -> int:
+        """How many watches have hand-overs still to come."""
+        with self._wake:
+            return len(self._gaps)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                ready = self._take_due()
+                while not ready and not self._stopping:
+                    dues = [gap.due[0] for gap in self._gaps.values() if gap.due]
+                    self._wake.wait(max(0.0, min(dues) - self.clock()) if dues else None)
+                    ready = self._take_due()
+                if self._stopping:
+                    return
+            for gap, since in ready:
+                source = gap.source
+                changed, upto = source.journal.since(since)
+                with self._wake:
+                    gap.scanned_to = max(gap.scanned_to, upto)
+                if changed:
+                    try:
+                        self.deliver(source, changed)
+                    except Exception:
+                        log.exception("catching up on the %s watch's gap failed", source.name)
+
+    def _take_due(self) -> list[tuple[_Gap, float]]:
+        """The watches with a hand-over due now, each with where it starts (lock held)."""
+        now = self.clock()
+        ready: list[tuple[_Gap, float]] = []
+        for ident, gap in list(self._gaps.items()):
+            if gap.due and gap.due[0] <= now:
+                gap.due = [at for at in gap.due if at > now]
+                ready.append((gap, gap.scanned_to))
+                if not gap.due:
+                    del self._gaps[ident]
+        return ready

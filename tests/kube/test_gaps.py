@@ -1,0 +1,217 @@
+"""Catching up after a watch gap (:mod:`functions.kube.gaps`): what the journal keeps and
+answers, and when a reset hands it over; the informer's side (what counts as a reset, what a
+re-list journals) with a scripted client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from functions.core.errors import TemporaryError
+from functions.kube import resources
+from functions.kube.cache import CacheSpec, Informer
+from functions.kube.client import ApiError
+from functions.kube.gaps import CatchUp, Journal, Journaled, reference
+
+LABEL = "training.kubeflow.org/job-name"
+
+
+def pod(name: str, version: int, job: str = "j", **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(version),
+                         "labels": {LABEL: job}, **extra},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def names(objs: list[dict[str, Any]]) -> list[str]:
+    return [o["metadata"]["name"] for o in objs]
+
+
+def test_a_reference_keeps_what_names_an_object_and_its_parent() -> None:
+    owner = [{"kind": "PyTorchJob", "name": "j", "controller": True}]
+    kept = reference(pod("p", 3, ownerReferences=owner, managedFields=[{"manager": "m"}],
+                         annotations={"big": "x" * 1000}))
+    assert kept == {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "3",
+                                 "labels": {LABEL: "j"}, "ownerReferences": owner}}
+
+
+def test_the_journal_answers_the_latest_state_of_each_object_changed_since() -> None:
+    clock = Clock()
+    journal = Journal(clock=clock)
+    journal.record([pod("a", 1), pod("b", 2)])
+    clock.now = 110.0
+    journal.record([pod("a", 3)])
+    clock.now = 120.0
+    journal.record([pod("c", 4)])
+    changed, upto = journal.since(105.0)
+    assert [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in changed] == [
+        ("a", "3"), ("c", "4")]
+    assert upto == 120.0
+    assert names(journal.since(0.0)[0]) == ["b", "a", "c"]
+    assert journal.since(121.0)[0] == []
+
+
+@pytest.mark.parametrize(("keep_seconds", "limit", "left"), [
+    pytest.param(15.0, 100, ["b", "c"], id="by-age"),
+    pytest.param(1000.0, 1, ["c"], id="by-count"),
+])
+def test_the_journal_forgets(keep_seconds: float, limit: int, left: list[str]) -> None:
+    clock = Clock()
+    journal = Journal(keep_seconds, limit, clock=clock)
+    for step, name in enumerate(("a", "b", "c")):
+        clock.now = 100.0 + 10 * step
+        journal.record([pod(name, step)])
+    assert names(journal.since(0.0)[0]) == left
+
+
+class Source:
+    def __init__(self) -> None:
+        self.name = "pods"
+        self.journal = Journal()
+
+
+class Deliveries:
+    def __init__(self) -> None:
+        self.got: list[list[str]] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, source: Journaled, changed: list[dict[str, Any]]) -> None:
+        with self.changed:
+            self.got.append(names(changed))
+            self.changed.notify_all()
+
+    def wait(self, count: int, timeout: float = 5.0) -> list[list[str]]:
+        with self.changed:
+            self.changed.wait_for(lambda: len(self.got) >= count, timeout)
+            return list(self.got)
+
+
+@pytest.fixture
+def deliveries() -> Deliveries:
+    return Deliveries()
+
+
+def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
+        deliveries: Deliveries) -> None:
+    source = Source()
+    source.journal.record([pod("before", 1)])
+    catch_up = CatchUp(deliveries, after=(0.1, 0.4), lookback=1.0)
+    catch_up.reset(source)
+    source.journal.record([pod("during", 2)])
+    assert deliveries.wait(1) == [["before", "during"]]
+    source.journal.record([pod("later", 3), pod("during", 4)])
+    assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
+    deadline = time.monotonic() + 5
+    while catch_up.pending() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert catch_up.pending() == 0
+    catch_up.stop()
+
+
+def test_older_changes_and_quiet_watches_hand_over_nothing(deliveries: Deliveries) -> None:
+    source = Source()
+    source.journal.record([pod("long-ago", 1)])
+    time.sleep(0.3)
+    catch_up = CatchUp(deliveries, after=(0.05, 0.1), lookback=0.2)
+    catch_up.reset(source)
+    time.sleep(0.5)
+    assert deliveries.got == []
+    assert catch_up.pending() == 0
+    catch_up.stop()
+
+
+def test_a_reset_during_a_catch_up_starts_its_schedule_again(deliveries: Deliveries) -> None:
+    source = Source()
+    catch_up = CatchUp(deliveries, after=(0.3, 0.6), lookback=0.0)
+    catch_up.reset(source)
+    source.journal.record([pod("a", 1)])
+    time.sleep(0.2)
+    catch_up.reset(source)                    # before the first hand-over: postponed
+    time.sleep(0.2)
+    assert deliveries.got == []
+    assert deliveries.wait(1) == [["a"]]      # and "a" is still in it
+    catch_up.stop()
+
+
+class ScriptedKube:
+    """The client calls an informer makes, answered from a script: each ``list_pages`` and
+    ``watch`` takes the next step (a list of objects, watch events, or an exception)."""
+
+    can_watch = True
+
+    def __init__(self, lists: list[list[dict[str, Any]]],
+                 watches: list[list[dict[str, Any]] | Exception]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.idle = threading.Event()
+
+    def list_pages(self, res: Any, *, label_selector: str | None = None
+                   ) -> Iterator[dict[str, Any]]:
+        items = self.lists.pop(0)
+        yield {"metadata": {"resourceVersion": str(10 * (3 - len(self.lists)))}, "items": items}
+
+    def watch(self, res: Any, namespace: str | None = None, *, resource_version: str,
+              label_selector: str | None = None, timeout_seconds: int = 300
+              ) -> Iterator[dict[str, Any]]:
+        if not self.watches:
+            self.idle.set()
+            time.sleep(5)
+            return
+        step = self.watches.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        yield from step
+
+
+def test_an_informer_reports_resets_and_journals_watch_events_and_relist_changes() -> None:
+    kube = ScriptedKube(
+        lists=[[pod("a", 1), pod("b", 2)], [pod("a", 1), pod("c", 25)]],
+        watches=[[{"type": "MODIFIED", "object": pod("b", 5)},
+                  {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "6"}}}],
+                 TemporaryError("connection reset", 1),
+                 ApiError(410, "Expired", "too old resource version")])
+    resets: list[str] = []
+    informer = Informer(kube, CacheSpec(resources.PODS, LABEL, LABEL),  # type: ignore[arg-type]
+                        on_reset=lambda source: resets.append(source.name))
+    informer.start()
+    try:
+        assert kube.idle.wait(10)
+    finally:
+        informer.stop()
+    # the first watch ended early, the second failed, the third was refused as too old
+    assert resets == ["pods", "pods", "pods"]
+    changed, _ = informer.journal.since(0.0)
+    # the first list is no change; b's watch event, then what the re-list changed: c is
+    # new and b is gone (its last state); a is as it was
+    assert [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in changed] == [
+        ("c", "25"), ("b", "5")]
+    assert names(informer.store.values()) == ["a", "c"]
+
+
+def test_a_watch_that_lasts_its_time_is_no_reset() -> None:
+    kube = ScriptedKube(lists=[[pod("a", 1)]],
+                        watches=[[{"type": "MODIFIED", "object": pod("a", 5)}]])
+    resets: list[str] = []
+    informer = Informer(kube, CacheSpec(resources.PODS, LABEL, LABEL),  # type: ignore[arg-type]
+                        on_reset=lambda source: resets.append(source.name))
+    informer.watch_seconds = 1          # asked for 1 s: ending at once is within its time
+    informer.start()
+    try:
+        assert kube.idle.wait(10)
+    finally:
+        informer.stop()
+    assert resets == []
+    assert [o["metadata"]["resourceVersion"] for o in informer.journal.since(0.0)[0]] == ["5"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from functions.core.errors import TemporaryError
-from functions.kube.gaps import CatchUp, Journal, Journaled
+from functions.kube.gaps import CatchUp, Change, Journal, Journaled
 from functions.kube.store import Obj, Store
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Informer:
                                str(obj.get("message") or "watch error"))
             self.store.apply(str(kind), obj)
             if kind != "BOOKMARK":
-                self.journal.record((obj,))
+                self.journal.record(((str(kind), obj),))
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if self._stopping.is_set():
                 break
@@ -165,10 +165,10 @@ class ObjectCache:
     :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once.
 
     With ``on_gap``, what changed around a reset of a watch is handed to it
-    (:mod:`functions.kube.gaps`): the resource and the changed objects' references."""
+    (:mod:`functions.kube.gaps`): the resource and the changes."""
 
     def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
-                 on_gap: Callable[[Resource, list[Obj]], None] | None = None) -> None:
+                 on_gap: Callable[[Resource, list[Change]], None] | None = None) -> None:
         self.kube = kube
         # A client that cannot stream cannot watch: then nothing is cached, all is read.
         self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
@@ -211,7 +211,7 @@ class ObjectCache:
                 informer.stop()
         self.catch_up.stop()
 
-    def _deliver(self, source: Journaled, changed: list[Obj]) -> None:
+    def _deliver(self, source: Journaled, changed: list[Change]) -> None:
         assert isinstance(source, Informer)
         assert self.on_gap is not None
         log.info("catching up on %d %s changed around a reset of their watch", len(changed),

@@ -14,9 +14,10 @@ server ends everyone's watches together, and they lose nothing: a re-list replac
 store. So each informer keeps a short :class:`Journal` of the changes it applied, and a reset
 of its watch arms a :class:`CatchUp`: at a few moments after it (the adapter's retries back off
 for up to a minute or more), the changes applied since shortly before the reset are handed to
-the functions, which run a pass for each parent they concern. Each hand-over covers what was
-applied since the previous one, so a gap costs one pass per parent that changed around it
-(plus the duplicates of events that did arrive, which a pass absorbs).
+the functions. Each hand-over covers what was applied since the previous one, up to a few
+seconds ago (what changed since may still be on its way as an event), so a function can leave
+out what its events already brought it and run one pass for each parent the rest concerns
+(:meth:`functions.runtime.dispatch.Dispatcher.catch_up`).
 
 This is a safety net for a known loss, not the mechanism: events drive the functions, and
 the periodic resync stays the guarantee (a replica that was not running, or a resource no
@@ -40,10 +41,15 @@ Obj = dict[str, Any]
 # When, after a reset, the changes are handed over (seconds): soon for a brief reset, and as
 # late as a client-go reflector's backed-off retry (its backoff grows to 30 s, with as much
 # jitter again) for an adapter that took long to list again.
-CATCH_UP_AFTER = (1.0, 3.0, 10.0, 30.0, 90.0)
+CATCH_UP_AFTER = (5.0, 10.0, 30.0, 90.0)
 # How far before the reset the first hand-over reaches: other watchers' watches may have
 # ended a moment before this one.
 LOOKBACK_SECONDS = 5.0
+# A hand-over stops this long before its own time: a change that recent may still be on its
+# way through the Broker, and the next hand-over covers it if it was lost.
+HOLD_SECONDS = 4.0
+# Hand-overs of one watch closer together than this are one (resets come in bursts).
+MERGE_SECONDS = 1.0
 # How long the journal keeps a change: past the widest interval between hand-overs.
 JOURNAL_SECONDS = 150.0
 JOURNAL_LIMIT = 200_000
@@ -52,6 +58,18 @@ JOURNAL_LIMIT = 200_000
 # What a journal keeps of an object: enough to name it and to find its parent (a child's
 # mapping to its parent reads only these, see functions.runtime.registry.ChildMapping).
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")
+
+
+OPERATIONS = {"ADDED": "add", "MODIFIED": "update", "DELETED": "delete"}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One journaled change: the operation as an ApiServerSource event names it (``add``,
+    ``update``, ``delete``) and the object's :func:`reference`."""
+
+    operation: str
+    obj: Obj
 
 
 def reference(obj: Obj) -> Obj:
@@ -71,28 +89,33 @@ class Journal:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.keep_seconds = keep_seconds
         self.clock = clock
-        self._entries: deque[tuple[float, Obj]] = deque(maxlen=limit)
+        self._entries: deque[tuple[float, Change]] = deque(maxlen=limit)
         self._lock = threading.Lock()
 
-    def record(self, objs: Iterable[Obj]) -> None:
+    def record(self, events: Iterable[tuple[str, Obj]]) -> None:
+        """Watch events (``ADDED``, ``MODIFIED``, ``DELETED``) applied now."""
         with self._lock:
             now = self.clock()
-            self._entries.extend((now, reference(obj)) for obj in objs)
+            self._entries.extend((now, Change(OPERATIONS[kind], reference(obj)))
+                                 for kind, obj in events if kind in OPERATIONS)
             horizon = now - self.keep_seconds
             while self._entries and self._entries[0][0] < horizon:
                 self._entries.popleft()
 
-    def since(self, moment: float) -> tuple[list[Obj], float]:
-        """The latest recorded state of each object changed at or after ``moment``, and the
-        moment this answer reaches to (where the next one starts)."""
-        latest: dict[tuple[str, str], Obj] = {}
+    def since(self, moment: float, hold: float = 0.0) -> tuple[list[Change], float]:
+        """The latest change of each object changed from ``moment`` until ``hold`` seconds
+        ago, and the moment this answer reaches to (where the next one starts)."""
+        latest: dict[tuple[str, str], Change] = {}
         with self._lock:
-            upto = self.clock()
-            for at, obj in reversed(self._entries):
+            upto = max(moment, self.clock() - hold)
+            for at, change in reversed(self._entries):
                 if at < moment:
                     break
-                meta = obj.get("metadata") or {}
-                latest.setdefault((str(meta.get("namespace") or ""), str(meta.get("name"))), obj)
+                if at >= upto:
+                    continue
+                meta = change.obj.get("metadata") or {}
+                latest.setdefault((str(meta.get("namespace") or ""), str(meta.get("name"))),
+                                  change)
         return list(reversed(latest.values())), upto
 
     def __len__(self) -> int:
@@ -116,17 +139,20 @@ class _Gap:
 
 class CatchUp:
     """Hands the changes around each watch reset to ``deliver`` (from one background thread,
-    started on the first reset), at :data:`CATCH_UP_AFTER` after the latest reset of that
-    watch; a reset during a catch-up starts its schedule again and keeps what was not handed
-    over yet."""
+    started on the first reset), at :data:`CATCH_UP_AFTER` after each reset of that watch
+    (the schedules of resets in a row merged); each hand-over starts where the previous one of
+    that watch stopped."""
 
-    def __init__(self, deliver: Callable[[Journaled, list[Obj]], None], *,
+    def __init__(self, deliver: Callable[[Journaled, list[Change]], None], *,
                  after: tuple[float, ...] = CATCH_UP_AFTER,
-                 lookback: float = LOOKBACK_SECONDS,
+                 lookback: float = LOOKBACK_SECONDS, hold: float = HOLD_SECONDS,
+                 merge: float = MERGE_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.deliver = deliver
         self.after = after
         self.lookback = lookback
+        self.hold = hold
+        self.merge = merge
         self.clock = clock
         self._gaps: dict[int, _Gap] = {}
         self._wake = threading.Condition()
@@ -140,7 +166,11 @@ class CatchUp:
             gap = self._gaps.get(id(source))
             if gap is None:
                 gap = self._gaps[id(source)] = _Gap(source, now - self.lookback)
-            gap.due = [now + delay for delay in self.after]
+            merged: list[float] = []
+            for at in sorted([*gap.due, *(now + delay for delay in self.after)]):
+                if not merged or at - merged[-1] >= self.merge:
+                    merged.append(at)
+            gap.due = merged
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="watch-gap-catch-up")
@@ -169,7 +199,7 @@ class CatchUp:
                     return
             for gap, since in ready:
                 source = gap.source
-                changed, upto = source.journal.since(since)
+                changed, upto = source.journal.since(since, self.hold)
                 with self._wake:
                     gap.scanned_to = max(gap.scanned_to, upto)
                 if changed:

@@ -128,24 +128,26 @@ class Store:
 
     # -- the watch ------------------------------------------------------------------------------
 
-    def replace(self, items: Iterable[Obj], version: str) -> list[Obj]:
+    def replace(self, items: Iterable[Obj], version: str) -> list[tuple[str, Obj]]:
         """The result of a LIST at ``version``: everything else is gone. Returns what the
-        list changed: the objects that are new or at another version, and the last state of
-        those that are gone."""
+        list changed, as watch events would have: ``ADDED`` and ``MODIFIED`` objects, and the
+        last state of those ``DELETED``."""
         with self._lock:
             before = self._objects
             self._objects = {}
             self._index.clear()
             self._gone.clear()
-            changed: list[Obj] = []
+            changed: list[tuple[str, Obj]] = []
             for item in items:
                 key = _key(item)
                 obj = self._complete(item)
                 self._put(key, obj)
                 old = before.pop(key, None)
-                if old is None or version_of(old) != version_of(obj):
-                    changed.append(obj)
-            changed.extend(before.values())
+                if old is None:
+                    changed.append(("ADDED", obj))
+                elif version_of(old) != version_of(obj):
+                    changed.append(("MODIFIED", obj))
+            changed.extend(("DELETED", obj) for obj in before.values())
             self.high_water = max(self.high_water, _int(version))
             self.last_change = time.monotonic()
             self._progress.notify_all()

@@ -43,6 +43,7 @@ from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import ApiError
+from functions.kube.store import version_of
 from functions.runtime.outcomes import (
     BUG_RETRY_AFTER,
     BUSY_RETRY_AFTER,
@@ -58,6 +59,7 @@ from functions.runtime.registry import Context, Controller, FunctionName, Obj, R
 
 if TYPE_CHECKING:
     from functions.kube.client import KubeClient
+    from functions.kube.gaps import Change
     from functions.kube.resources import Resource
     from functions.runtime.recorder import EventRecorder
 
@@ -77,7 +79,8 @@ class Dispatcher:
                  kube: Callable[[], KubeClient], recorder: Callable[[], EventRecorder], *,
                  reader: Callable[[], Reader] | None = None, locks: KeyLocks | None = None,
                  observer: Observer | None = None, resync_workers: int = 4,
-                 lock_timeout: float = 60.0, source_settle: float = SETTLE_SECONDS) -> None:
+                 lock_timeout: float = 60.0, source_settle: float = SETTLE_SECONDS,
+                 not_sent: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.function: FunctionName = function
         self.controllers = [c for c in controllers if function in c.handlers]
         self.kube = kube
@@ -91,6 +94,9 @@ class Dispatcher:
         self.source_settle = source_settle
         self.timers = RequeueTimers(self.run)
         self._resync_guard = threading.Lock()
+        # (kind, operation) pairs this function's Trigger never sends it
+        self.not_sent = not_sent
+        self.seen = SeenVersions()
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -139,6 +145,8 @@ class Dispatcher:
         (the reader has not caught up with this event)."""
         if event.operation == "resync":
             return self.resync()
+        if event.ref is not None and event.object is not None:
+            self.seen.saw(event.ref.api_version, event.ref.kind, event.object)
         if (event.ref is not None and event.ref.kind == "Pod" and event.object is not None
                 and is_adapter_pod(event.object)):
             return self.after_adapter_event(event)
@@ -212,17 +220,20 @@ class Dispatcher:
 
     # -- catching up --------------------------------------------------------------------------
 
-    def catch_up(self, res: Resource, changed: Sequence[Obj]) -> None:
+    def catch_up(self, res: Resource, changed: Sequence[Change]) -> None:
         """Run the parents of objects that changed around a watch gap, which their events may
-        not have reached (:mod:`functions.kube.gaps`); a pass that asks for a retry gets a
-        requeue timer, as no Broker retries it."""
-        routes = _unique([route for obj in changed for route in self._routes_of(
+        not have reached (:mod:`functions.kube.gaps`), leaving out the changes this function's
+        Trigger never sends it and those an event already brought (at that version or later);
+        a pass that asks for a retry gets a requeue timer, as no Broker retries it."""
+        missed = [c.obj for c in changed if (res.kind, c.operation) not in self.not_sent
+                  and not self.seen.has(res.api_version, res.kind, c.obj)]
+        routes = _unique([route for obj in missed for route in self._routes_of(
             res.api_version, res.kind, ObjectKey.of({**obj, "apiVersion": res.api_version,
                                                      "kind": res.kind}), obj)])
         if not routes:
             return
-        log.info("%s: %d passes for %s changed around a watch gap", self.function, len(routes),
-                 res.plural)
+        log.info("%s: %d passes for %d of %d %s changed around a watch gap", self.function,
+                 len(routes), len(missed), len(changed), res.plural)
         with ThreadPoolExecutor(max_workers=self.resync_workers,
                                 thread_name_prefix=f"catch-up-{self.function}") as pool:
             outcomes = list(pool.map(self.run, routes))
@@ -281,6 +292,40 @@ class Dispatcher:
             return combine(outcomes) if outcomes else Outcome("ok")
         finally:
             self._resync_guard.release()
+
+
+class SeenVersions:
+    """The newest version of each object an event brought (bounded: when full, it starts
+    over, which only costs a catch-up some passes it could have left out)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._versions: dict[tuple[str, str, str, str], int] = {}
+        self._guard = threading.Lock()
+
+    def saw(self, api_version: str, kind: str, obj: Obj) -> None:
+        version = version_of(obj)
+        if version is None:
+            return
+        ident = _ident(api_version, kind, obj)
+        with self._guard:
+            if len(self._versions) >= self.limit:
+                self._versions.clear()
+            if self._versions.get(ident, 0) < version:
+                self._versions[ident] = version
+
+    def has(self, api_version: str, kind: str, obj: Obj) -> bool:
+        version = version_of(obj)
+        if version is None:
+            return False
+        with self._guard:
+            return self._versions.get(_ident(api_version, kind, obj), 0) >= version
+
+
+def _ident(api_version: str, kind: str, obj: Obj) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (api_version.rpartition("/")[0], kind, str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""))
 
 
 def _unique(routes: list[Route]) -> list[Route]:

@@ -15,7 +15,7 @@ from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.cache import CacheSpec, Informer
 from functions.kube.client import ApiError
-from functions.kube.gaps import CatchUp, Journal, Journaled, reference
+from functions.kube.gaps import CatchUp, Change, Journal, Journaled, reference
 
 LABEL = "training.kubeflow.org/job-name"
 
@@ -35,8 +35,12 @@ class Clock:
         return self.now
 
 
-def names(objs: list[dict[str, Any]]) -> list[str]:
-    return [o["metadata"]["name"] for o in objs]
+def names(changes: list[Change]) -> list[str]:
+    return [c.obj["metadata"]["name"] for c in changes]
+
+
+def added(*objs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [("ADDED", obj) for obj in objs]
 
 
 def test_a_reference_keeps_what_names_an_object_and_its_parent() -> None:
@@ -48,20 +52,26 @@ def test_a_reference_keeps_what_names_an_object_and_its_parent() -> None:
                                  "labels": {LABEL: "j"}, "ownerReferences": owner}}
 
 
-def test_the_journal_answers_the_latest_state_of_each_object_changed_since() -> None:
+def test_the_journal_answers_the_latest_change_of_each_object_changed_since() -> None:
     clock = Clock()
     journal = Journal(clock=clock)
-    journal.record([pod("a", 1), pod("b", 2)])
+    journal.record(added(pod("a", 1), pod("b", 2)))
     clock.now = 110.0
-    journal.record([pod("a", 3)])
+    journal.record([("MODIFIED", pod("a", 3)), ("BOOKMARK", pod("x", 3))])
     clock.now = 120.0
-    journal.record([pod("c", 4)])
+    journal.record([("DELETED", pod("c", 4))])
+    clock.now = 121.0       # an answer reaches up to now, not including it
     changed, upto = journal.since(105.0)
-    assert [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in changed] == [
-        ("a", "3"), ("c", "4")]
-    assert upto == 120.0
+    assert [(c.operation, c.obj["metadata"]["name"], c.obj["metadata"]["resourceVersion"])
+            for c in changed] == [("update", "a", "3"), ("delete", "c", "4")]
+    assert upto == 121.0
     assert names(journal.since(0.0)[0]) == ["b", "a", "c"]
     assert journal.since(121.0)[0] == []
+    # what changed in the last ``hold`` seconds is left for the next answer
+    changed, upto = journal.since(105.0, hold=5.0)
+    assert names(changed) == ["a"]
+    assert upto == 116.0
+    assert names(journal.since(upto)[0]) == ["c"]
 
 
 @pytest.mark.parametrize(("keep_seconds", "limit", "left"), [
@@ -73,7 +83,8 @@ def test_the_journal_forgets(keep_seconds: float, limit: int, left: list[str]) -
     journal = Journal(keep_seconds, limit, clock=clock)
     for step, name in enumerate(("a", "b", "c")):
         clock.now = 100.0 + 10 * step
-        journal.record([pod(name, step)])
+        journal.record(added(pod(name, step)))
+    clock.now += 1
     assert names(journal.since(0.0)[0]) == left
 
 
@@ -88,7 +99,7 @@ class Deliveries:
         self.got: list[list[str]] = []
         self.changed = threading.Condition()
 
-    def __call__(self, source: Journaled, changed: list[dict[str, Any]]) -> None:
+    def __call__(self, source: Journaled, changed: list[Change]) -> None:
         with self.changed:
             self.got.append(names(changed))
             self.changed.notify_all()
@@ -107,12 +118,12 @@ def deliveries() -> Deliveries:
 def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
         deliveries: Deliveries) -> None:
     source = Source()
-    source.journal.record([pod("before", 1)])
-    catch_up = CatchUp(deliveries, after=(0.1, 0.4), lookback=1.0)
+    source.journal.record(added(pod("before", 1)))
+    catch_up = CatchUp(deliveries, after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1)
     catch_up.reset(source)
-    source.journal.record([pod("during", 2)])
+    source.journal.record(added(pod("during", 2)))
     assert deliveries.wait(1) == [["before", "during"]]
-    source.journal.record([pod("later", 3), pod("during", 4)])
+    source.journal.record(added(pod("later", 3), pod("during", 4)))
     assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
     deadline = time.monotonic() + 5
     while catch_up.pending() and time.monotonic() < deadline:
@@ -123,9 +134,9 @@ def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
 
 def test_older_changes_and_quiet_watches_hand_over_nothing(deliveries: Deliveries) -> None:
     source = Source()
-    source.journal.record([pod("long-ago", 1)])
+    source.journal.record(added(pod("long-ago", 1)))
     time.sleep(0.3)
-    catch_up = CatchUp(deliveries, after=(0.05, 0.1), lookback=0.2)
+    catch_up = CatchUp(deliveries, after=(0.05, 0.1), lookback=0.2, hold=0.0)
     catch_up.reset(source)
     time.sleep(0.5)
     assert deliveries.got == []
@@ -133,16 +144,32 @@ def test_older_changes_and_quiet_watches_hand_over_nothing(deliveries: Deliverie
     catch_up.stop()
 
 
-def test_a_reset_during_a_catch_up_starts_its_schedule_again(deliveries: Deliveries) -> None:
+def test_resets_in_a_row_merge_their_schedules(deliveries: Deliveries) -> None:
     source = Source()
-    catch_up = CatchUp(deliveries, after=(0.3, 0.6), lookback=0.0)
+    catch_up = CatchUp(deliveries, after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5)
     catch_up.reset(source)
-    source.journal.record([pod("a", 1)])
+    source.journal.record(added(pod("a", 1)))
     time.sleep(0.2)
-    catch_up.reset(source)                    # before the first hand-over: postponed
+    catch_up.reset(source)    # its 0.3 s is too close to the first reset's: one hand-over
+    assert deliveries.wait(1) == [["a"]]
+    source.journal.record(added(pod("b", 2)))
+    assert deliveries.wait(2) == [["a"], ["b"]]   # at 1.0 s; 1.2 s merged into it
+    source.journal.record(added(pod("c", 3)))
+    time.sleep(0.5)
+    assert deliveries.got == [["a"], ["b"]]
+    assert catch_up.pending() == 0
+    catch_up.stop()
+
+
+def test_a_hand_over_holds_back_the_latest_changes(deliveries: Deliveries) -> None:
+    source = Source()
+    catch_up = CatchUp(deliveries, after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1)
+    catch_up.reset(source)
+    source.journal.record(added(pod("a", 1)))
     time.sleep(0.2)
-    assert deliveries.got == []
-    assert deliveries.wait(1) == [["a"]]      # and "a" is still in it
+    source.journal.record(added(pod("b", 2)))   # too recent for the first hand-over
+    assert deliveries.wait(1) == [["a"]]
+    assert deliveries.wait(2) == [["a"], ["b"]]
     catch_up.stop()
 
 
@@ -196,9 +223,9 @@ def test_an_informer_reports_resets_and_journals_watch_events_and_relist_changes
     changed, _ = informer.journal.since(0.0)
     # the first list is no change; b's watch event, then what the re-list changed: c is
     # new and b is gone (its last state); a is as it was
-    assert [(o["metadata"]["name"], o["metadata"]["resourceVersion"]) for o in changed] == [
-        ("c", "25"), ("b", "5")]
-    assert names(informer.store.values()) == ["a", "c"]
+    assert [(c.operation, c.obj["metadata"]["name"], c.obj["metadata"]["resourceVersion"])
+            for c in changed] == [("add", "c", "25"), ("delete", "b", "5")]
+    assert [o["metadata"]["name"] for o in informer.store.values()] == ["a", "c"]
 
 
 def test_a_watch_that_lasts_its_time_is_no_reset() -> None:
@@ -214,4 +241,5 @@ def test_a_watch_that_lasts_its_time_is_no_reset() -> None:
     finally:
         informer.stop()
     assert resets == []
-    assert [o["metadata"]["resourceVersion"] for o in informer.journal.since(0.0)[0]] == ["5"]
+    assert [c.obj["metadata"]["resourceVersion"]
+            for c in informer.journal.since(0.0)[0]] == ["5"]

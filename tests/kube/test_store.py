@@ -119,8 +119,8 @@ def test_a_list_answers_what_it_changed() -> None:
     s = store()
     s.replace([pod("same", 1), pod("moved", 2), pod("gone", 3)], "10")
     changed = s.replace([pod("same", 1), pod("moved", 12), pod("new", 13)], "20")
-    assert [(o["metadata"]["name"], version_of(o)) for o in changed] == [
-        ("moved", 12), ("new", 13), ("gone", 3)]
+    assert [(kind, o["metadata"]["name"], version_of(o)) for kind, o in changed] == [
+        ("MODIFIED", "moved", 12), ("ADDED", "new", 13), ("DELETED", "gone", 3)]
     assert s.replace([pod("same", 1), pod("moved", 12), pod("new", 13)], "21") == []
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from functions.core.errors import TemporaryError
+from functions.core.events import ApiEvent, ObjectRef
 from functions.core.keys import ObjectKey
 from functions.kube import resources
+from functions.kube.gaps import Change
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.outcomes import Outcome, Route
 from functions.runtime.recorder import EventRecorder
@@ -22,6 +25,7 @@ def no_recorder() -> EventRecorder:
 
 A = ObjectKey("kubeflow.org/v1", "PyTorchJob", "ns", "a")
 B = ObjectKey("kubeflow.org/v1", "PyTorchJob", "ns", "b")
+C = ObjectKey("kubeflow.org/v1", "PyTorchJob", "ns", "c")
 
 
 def test_a_route_runs_one_pass_at_a_time_and_other_routes_run_in_parallel() -> None:
@@ -142,7 +146,7 @@ def test_requeue_after_runs_the_key_again() -> None:
     assert dispatcher.timers.pending() == 0
 
 
-def test_a_catch_up_runs_each_parent_of_what_changed_once_and_requeues_retries() -> None:
+def test_a_catch_up_runs_each_parent_of_what_was_missed_once_and_requeues_retries() -> None:
     calls = Calls()
 
     def busy_on_b(ctx: Context, key: ObjectKey) -> None:
@@ -150,15 +154,32 @@ def test_a_catch_up_runs_each_parent_of_what_changed_once_and_requeues_retries()
             raise TemporaryError("the API server is busy", 30)
 
     dispatcher = Dispatcher("status", [recording_controller(calls, busy_on_b)],
-                            lambda: refusing_kube(None), no_recorder)
-    pods = [{"metadata": {"name": f"{job}-{index}", "namespace": "ns",
-                          "labels": {JOB_LABEL: job}}}
-            for job in ("a", "b") for index in (0, 1)]
-    stray = {"metadata": {"name": "stray", "namespace": "ns"}}
-    dispatcher.catch_up(resources.PODS, [*pods, stray])
-    assert sorted(calls.keys("status")) == [A, B]
+                            lambda: refusing_kube(None), no_recorder,
+                            not_sent=frozenset({("Pod", "add")}))
+
+    def pod(name: str, job: str, version: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(version),
+                             "labels": {JOB_LABEL: job}}}
+
+    # An event brought c-0 at version 7: a change at 7 or before needs no catch-up.
+    seen = pod("c-0", "c", 7)
+    event = ApiEvent(id="1", source="test", type="dev.knative.apiserver.resource.update",
+                     operation="update", mode="resource", object=seen,
+                     ref=ObjectRef(api_version="v1", kind="Pod", namespace="ns", name="c-0"))
+    assert dispatcher.handle(event).kind == "ok"
+    assert calls.keys("status") == [C]
+    changes = [Change("update", pod(f"{job}-{index}", job, 5)) for job in ("a", "b")
+               for index in (0, 1)]
+    changes += [Change("update", pod("c-0", "c", 7)),                    # seen
+                Change("add", pod("d-0", "d", 9)),                       # never sent to status
+                Change("update", {"metadata": {"name": "stray", "namespace": "ns"}})]
+    dispatcher.catch_up(resources.PODS, changes)
+    assert sorted(calls.keys("status")[1:]) == [A, B]
     assert dispatcher.timers.pending() == 1     # b asked to be retried; nothing else will
     dispatcher.timers.cancel_all()
-    # A changed parent is a route of its own.
-    dispatcher.catch_up(resources.PYTORCHJOBS, [{"metadata": {"name": "a", "namespace": "ns"}}])
-    assert calls.keys("status")[-1] == A
+    # A later version of the seen pod is news again; a changed parent is a route of its own.
+    dispatcher.catch_up(resources.PODS, [Change("delete", pod("c-0", "c", 8))])
+    dispatcher.catch_up(resources.PYTORCHJOBS,
+                        [Change("update", {"metadata": {"name": "a", "namespace": "ns"}})])
+    assert calls.keys("status")[-2:] == [C, A]

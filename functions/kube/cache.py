@@ -63,13 +63,16 @@ class Informer:
     failures back off up to :attr:`max_backoff` seconds.
 
     Once synced, every change it applies goes to its :class:`~functions.kube.gaps.Journal`,
-    and a watch the server ends early or refuses is reported to ``on_reset``
-    (:mod:`functions.kube.gaps`)."""
+    and what would make a client-go reflector (the ApiServerSource adapter's) list again is
+    reported to ``on_reset`` (:mod:`functions.kube.gaps`): a watch refused (410 or another
+    error status) or one that ended within :attr:`short_watch_seconds` with no event (client-go's
+    "very short watch"). A watch that ran and ended is resumed by a reflector from its last
+    version, as here, and loses nothing.
+    """
 
     max_backoff = 30.0
     watch_seconds = 300
-    # A watch that ends this much before the time it asked for was ended by the server.
-    early_end_seconds = 5.0
+    short_watch_seconds = 1.0
 
     def __init__(self, kube: KubeClient, spec: CacheSpec,
                  on_reset: Callable[[Informer], None] | None = None) -> None:
@@ -103,10 +106,10 @@ class Informer:
                     version = self._list()
                     self.synced.set()
                 started = time.monotonic()
-                version = self._watch(version)
+                version, events = self._watch(version)
                 backoff = 0.5
-                if time.monotonic() - started < self.watch_seconds - self.early_end_seconds:
-                    self._reset("the server ended the watch early")
+                if not events and time.monotonic() - started < self.short_watch_seconds:
+                    self._reset("a watch ended at once with no event")
             except ApiError as exc:
                 self._reset(f"the watch was refused: {exc}")
                 if exc.status == 410:
@@ -115,7 +118,6 @@ class Informer:
                 log.warning("cache of %s: %s", self.name, exc)
                 version = None
             except TemporaryError as exc:
-                self._reset(str(exc))
                 log.info("cache of %s: %s", self.name, exc)
             except Exception:
                 self._reset("the cache failed")
@@ -142,10 +144,13 @@ class Informer:
             log.info("the %s watch was reset (%s)", self.name, why)
             self.on_reset(self)
 
-    def _watch(self, version: str) -> str:
+    def _watch(self, version: str) -> tuple[str, int]:
+        """Follow one watch from ``version``: where it got to, and how many events it had."""
+        count = 0
         for event in self.kube.watch(self.spec.resource, resource_version=version,
                                      label_selector=self.spec.selector,
                                      timeout_seconds=self.watch_seconds):
+            count += 1
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 from functions.kube.client import ApiError
@@ -157,7 +162,7 @@ class Informer:
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if self._stopping.is_set():
                 break
-        return version
+        return version, count
 
 
 class ObjectCache:

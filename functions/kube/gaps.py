@@ -12,9 +12,10 @@ sent, and with no resync a job whose pods turned Running in that gap keeps its o
 The functions' own informers (:mod:`functions.kube.cache`) see the same resets, since the
 server ends everyone's watches together, and they lose nothing: a re-list replaces their
 store. So each informer keeps a short :class:`Journal` of the changes it applied, and a reset
-of its watch arms a :class:`CatchUp`: at a few moments after it (the adapter's retries back off
-for up to a minute or more), the changes applied since shortly before the reset are handed to
-the functions. Each hand-over covers what was applied since the previous one, up to a few
+of its watch (what would make a reflector list again: a refused watch, or one that ended at
+once with nothing) arms a :class:`CatchUp`: at a few moments after it (the adapter's retries
+back off for up to a minute or more), the changes applied since shortly before the reset are
+handed to the functions. Each hand-over covers what was applied since the previous one, up to a few
 seconds ago (what changed since may still be on its way as an event), so a function can leave
 out what its events already brought it and run one pass for each parent the rest concerns
 (:meth:`functions.runtime.dispatch.Dispatcher.catch_up`).

@@ -203,12 +203,8 @@ class LocalCluster:
             *self._audit_args(),
             *self._egress_args(),
         ])
-        admin_ssl = self._admin_context = self._admin_ssl(ca.files.cert, admin)
-        self._wait(apiserver, deadline,
-                   lambda: _http_ok(f"{self.server}/readyz", admin_ssl))
-        kube = self.client()
-        self._wait(apiserver, deadline,
-                   lambda: kube.get(resources.NAMESPACES, "default") is not None)
+        self._admin_context = self._admin_ssl(ca.files.cert, admin)
+        kube = self._wait_apiserver(apiserver, deadline)
         common = [f"--kubeconfig={self.kubeconfig}",
                   f"--authentication-kubeconfig={self.kubeconfig}",
                   f"--authorization-kubeconfig={self.kubeconfig}",
@@ -259,12 +255,7 @@ class LocalCluster:
         with contextlib.suppress(subprocess.TimeoutExpired):
             apiserver.process.wait(timeout=2)
         apiserver.start()
-        deadline = time.monotonic() + timeout
-        self._wait(apiserver, deadline,
-                   lambda: _http_ok(f"{self.server}/readyz", self._admin_context))
-        kube = self.client()
-        self._wait(apiserver, deadline,
-                   lambda: kube.get(resources.NAMESPACES, "default") is not None)
+        self._wait_apiserver(apiserver, time.monotonic() + timeout)
 
     def stop(self) -> None:
         """Stop every process that was started and remove temporary state."""
@@ -307,6 +298,16 @@ class LocalCluster:
         component.start()
         self.components.append(component)
         return component
+
+    def _wait_apiserver(self, apiserver: Component, deadline: float) -> KubeClient:
+        """Wait until the API server is ready (its post-start hooks, RBAC's bootstrap roles
+        among them) and serves reads; returns an admin client."""
+        self._wait(apiserver, deadline,
+                   lambda: _http_ok(f"{self.server}/readyz", self._admin_context))
+        kube = self.client()
+        self._wait(apiserver, deadline,
+                   lambda: kube.get(resources.NAMESPACES, "default") is not None)
+        return kube
 
     def _wait(self, component: Component, deadline: float, ready: Callable[[], bool]) -> None:
         while True:

@@ -180,7 +180,7 @@ class ObjectCache:
         self._informers: dict[tuple[str, str], Informer] = {}
         self._guard = threading.Lock()
         self.on_gap = on_gap
-        self.catch_up = CatchUp(self._deliver)
+        self.catch_up = CatchUp(self._deliver) if on_gap is not None else None
         kube.observers.append(self)
 
     def informer(self, res: Resource, *, start: bool = True) -> Informer | None:
@@ -192,7 +192,7 @@ class ObjectCache:
             informer = self._informers.get(ident)
             if informer is None and start:
                 informer = self._informers[ident] = Informer(
-                    self.kube, spec, self.catch_up.reset if self.on_gap else None)
+                    self.kube, spec, self.catch_up.reset if self.catch_up else None)
                 informer.start()
             return informer
 
@@ -214,7 +214,8 @@ class ObjectCache:
         with self._guard:
             for informer in self._informers.values():
                 informer.stop()
-        self.catch_up.stop()
+        if self.catch_up is not None:
+            self.catch_up.stop()
 
     def _deliver(self, source: Journaled, changed: list[Change]) -> None:
         assert isinstance(source, Informer)

@@ -51,6 +51,7 @@ from functions.runtime.outcomes import (
     Outcome,
     Route,
     RouteId,
+    _lock_id,
     combine,
     route_id,
 )
@@ -146,7 +147,7 @@ class Dispatcher:
         if event.operation == "resync":
             return self.resync()
         if event.ref is not None and event.object is not None:
-            self.seen.saw(event.ref.api_version, event.ref.kind, event.object)
+            self.seen.saw(event.ref.key(), version_of(event.object))
         if (event.ref is not None and event.ref.kind == "Pod" and event.object is not None
                 and is_adapter_pod(event.object)):
             return self.after_adapter_event(event)
@@ -225,15 +226,20 @@ class Dispatcher:
         not have reached (:mod:`functions.kube.gaps`), leaving out the changes this function's
         Trigger never sends it and those an event already brought (at that version or later);
         a pass that asks for a retry gets a requeue timer, as no Broker retries it."""
-        missed = [c.obj for c in changed if (res.kind, c.operation) not in self.not_sent
-                  and not self.seen.has(res.api_version, res.kind, c.obj)]
-        routes = _unique([route for obj in missed for route in self._routes_of(
-            res.api_version, res.kind, ObjectKey.of({**obj, "apiVersion": res.api_version,
-                                                     "kind": res.kind}), obj)])
+        missed: list[Route] = []
+        found = 0
+        for change in changed:
+            key = _key_of(res, change.obj)
+            if ((res.kind, change.operation) in self.not_sent
+                    or self.seen.has(key, version_of(change.obj))):
+                continue
+            found += 1
+            missed.extend(self._routes_of(res.api_version, res.kind, key, change.obj))
+        routes = _unique(missed)
         if not routes:
             return
         log.info("%s: %d passes for %d of %d %s changed around a watch gap", self.function,
-                 len(routes), len(missed), len(changed), res.plural)
+                 len(routes), found, len(changed), res.plural)
         with ThreadPoolExecutor(max_workers=self.resync_workers,
                                 thread_name_prefix=f"catch-up-{self.function}") as pool:
             outcomes = list(pool.map(self.run, routes))
@@ -295,37 +301,36 @@ class Dispatcher:
 
 
 class SeenVersions:
-    """The newest version of each object an event brought (bounded: when full, it starts
-    over, which only costs a catch-up some passes it could have left out)."""
+    """The newest version of each object an event brought, by object (any API version of its
+    kind, as routes are; bounded: when full, it starts over, which only costs a catch-up some
+    passes it could have left out)."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
         self._versions: dict[tuple[str, str, str, str], int] = {}
         self._guard = threading.Lock()
 
-    def saw(self, api_version: str, kind: str, obj: Obj) -> None:
-        version = version_of(obj)
+    def saw(self, key: ObjectKey, version: int | None) -> None:
         if version is None:
             return
-        ident = _ident(api_version, kind, obj)
+        ident = _lock_id(key)
         with self._guard:
             if len(self._versions) >= self.limit:
                 self._versions.clear()
             if self._versions.get(ident, 0) < version:
                 self._versions[ident] = version
 
-    def has(self, api_version: str, kind: str, obj: Obj) -> bool:
-        version = version_of(obj)
+    def has(self, key: ObjectKey, version: int | None) -> bool:
         if version is None:
             return False
         with self._guard:
-            return self._versions.get(_ident(api_version, kind, obj), 0) >= version
+            return self._versions.get(_lock_id(key), 0) >= version
 
 
-def _ident(api_version: str, kind: str, obj: Obj) -> tuple[str, str, str, str]:
+def _key_of(res: Resource, obj: Obj) -> ObjectKey:
     meta = obj.get("metadata") or {}
-    return (api_version.rpartition("/")[0], kind, str(meta.get("namespace") or ""),
-            str(meta.get("name") or ""))
+    return ObjectKey(res.api_version, res.kind, str(meta.get("namespace") or ""),
+                     str(meta.get("name") or ""))
 
 
 def _unique(routes: list[Route]) -> list[Route]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -115,62 +115,75 @@ def deliveries() -> Deliveries:
     return Deliveries()
 
 
+@pytest.fixture
+def catch_up(deliveries: Deliveries) -> Iterator[Callable[..., CatchUp]]:
+    """Makes a :class:`CatchUp` handing over to ``deliveries``; every one made is stopped."""
+    made: list[CatchUp] = []
+
+    def make(**settings: Any) -> CatchUp:
+        made.append(CatchUp(deliveries, **settings))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.stop()
+
+
 def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
-        deliveries: Deliveries) -> None:
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
     source = Source()
     source.journal.record(added(pod("before", 1)))
-    catch_up = CatchUp(deliveries, after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1)
-    catch_up.reset(source)
+    hand_over = catch_up(after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1)
+    hand_over.reset(source)
     source.journal.record(added(pod("during", 2)))
     assert deliveries.wait(1) == [["before", "during"]]
     source.journal.record(added(pod("later", 3), pod("during", 4)))
     assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
     deadline = time.monotonic() + 5
-    while catch_up.pending() and time.monotonic() < deadline:
+    while hand_over.pending() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert catch_up.pending() == 0
-    catch_up.stop()
+    assert hand_over.pending() == 0
 
 
-def test_older_changes_and_quiet_watches_hand_over_nothing(deliveries: Deliveries) -> None:
+def test_older_changes_and_quiet_watches_hand_over_nothing(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
     source = Source()
     source.journal.record(added(pod("long-ago", 1)))
     time.sleep(0.3)
-    catch_up = CatchUp(deliveries, after=(0.05, 0.1), lookback=0.2, hold=0.0)
-    catch_up.reset(source)
+    hand_over = catch_up(after=(0.05, 0.1), lookback=0.2, hold=0.0)
+    hand_over.reset(source)
     time.sleep(0.5)
     assert deliveries.got == []
-    assert catch_up.pending() == 0
-    catch_up.stop()
+    assert hand_over.pending() == 0
 
 
-def test_resets_in_a_row_merge_their_schedules(deliveries: Deliveries) -> None:
+def test_resets_in_a_row_merge_their_schedules(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
     source = Source()
-    catch_up = CatchUp(deliveries, after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5)
-    catch_up.reset(source)
+    hand_over = catch_up(after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5)
+    hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
     time.sleep(0.2)
-    catch_up.reset(source)    # its 0.3 s is too close to the first reset's: one hand-over
+    hand_over.reset(source)    # its 0.3 s is too close to the first reset's: one hand-over
     assert deliveries.wait(1) == [["a"]]
     source.journal.record(added(pod("b", 2)))
     assert deliveries.wait(2) == [["a"], ["b"]]   # at 1.0 s; 1.2 s merged into it
     source.journal.record(added(pod("c", 3)))
     time.sleep(0.5)
     assert deliveries.got == [["a"], ["b"]]
-    assert catch_up.pending() == 0
-    catch_up.stop()
+    assert hand_over.pending() == 0
 
 
-def test_a_hand_over_holds_back_the_latest_changes(deliveries: Deliveries) -> None:
+def test_a_hand_over_holds_back_the_latest_changes(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
     source = Source()
-    catch_up = CatchUp(deliveries, after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1)
-    catch_up.reset(source)
+    hand_over = catch_up(after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1)
+    hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
     time.sleep(0.2)
     source.journal.record(added(pod("b", 2)))   # too recent for the first hand-over
     assert deliveries.wait(1) == [["a"]]
     assert deliveries.wait(2) == [["a"], ["b"]]
-    catch_up.stop()
 
 
 class ScriptedKube:

@@ -39,6 +39,13 @@ def attributes(event: RecordedRequest) -> dict[str, str]:
             if k.lower().startswith("ce-")}
 
 
+def events_of(events: list[RecordedRequest], kind: str, name: str,
+              namespace: str) -> list[dict[str, str]]:
+    """The attributes of the recorded events about one object."""
+    return [e for e in map(attributes, events)
+            if e.get("kind") == kind and e.get("name") == name and e.get("namespace") == namespace]
+
+
 @pytest.fixture(scope="package")
 def stack(bin_dir: Path, upstream_manifests: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:

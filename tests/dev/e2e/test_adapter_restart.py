@@ -10,7 +10,7 @@ from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes
+from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes, events_of
 from tests.support import condition, wait_for
 
 
@@ -36,10 +36,8 @@ def test_a_change_while_an_adapter_restarts_converges_without_the_resync(
         kube.apply(job, "e2e-user")
         started = time.monotonic()
         time.sleep(2)
-        of_job = [e for e in map(attributes, knative.events())
-                  if e.get("kind") == "PyTorchJob" and e.get("name") == name
-                  and e.get("namespace") == "default"]
-        assert of_job == [], "the job's create was not in the gap"
+        assert events_of(knative.events(), "PyTorchJob", name, "default") == [], \
+            "the job's create was not in the gap"
     wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "default"), "Succeeded")
              .get("status") == "True", 90, 0.5, "the job created in the gap to succeed")
     print(f"job created in the adapter's gap Succeeded {time.monotonic() - started:.1f}s later")
@@ -47,10 +45,8 @@ def test_a_change_while_an_adapter_restarts_converges_without_the_resync(
                if e.get("component") == "event-source" and e.get("name") == old["metadata"]["name"]
                and e.get("type") == "dev.knative.apiserver.resource.delete"]
     assert stopped, "the adapter pod's delete event through the Broker"
-    adds = [e for e in map(attributes, knative.events())
-            if e.get("kind") == "PyTorchJob" and e.get("name") == name
-            and e.get("namespace") == "default"
-            and e.get("type") == "dev.knative.apiserver.resource.add"]
+    adds = [e for e in events_of(knative.events(), "PyTorchJob", name, "default")
+            if e.get("type") == "dev.knative.apiserver.resource.add"]
     assert adds == []  # what ran it was the resync, not a late event
     assert stack.cluster is not None
     log = (stack.cluster.logs / "function-reconcile.log").read_text()

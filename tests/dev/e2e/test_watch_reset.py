@@ -17,7 +17,7 @@ from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, attributes
+from tests.dev.e2e.conftest import NAMESPACE, OBJECTS_ADAPTER_PODS, events_of
 from tests.support import condition, wait_for
 
 
@@ -76,10 +76,8 @@ def test_a_job_created_while_the_api_server_restarts_converges_without_the_resyn
         kube.apply(job, "e2e-user")
         started = time.monotonic()
     time.sleep(3)
-    of_job = [e for e in map(attributes, knative.events()[recorded:])
-              if e.get("kind") == "PyTorchJob" and e.get("name") == name
-              and e.get("namespace") == "default"]
-    assert of_job == [], "the job's create was not in the adapter's gap"
+    assert events_of(knative.events()[recorded:], "PyTorchJob", name, "default") == [], \
+        "the job's create was not in the adapter's gap"
     wait_for(lambda: condition(kube.get(resources.PYTORCHJOBS, name, "default"), "Succeeded")
              .get("status") == "True", 120, 0.5, "the job created in the gap to succeed")
     print(f"job created in the adapter's gap Succeeded {time.monotonic() - started:.1f}s later")

@@ -47,6 +47,7 @@ from functions.cluster.runner import stop_process_group
 from functions.core.errors import TemporaryError
 from functions.dev.core import podspec
 from functions.dev.core.volumes import VolumeError, needs_root
+from functions.dev.handoff import SUFFIX as HANDOFF_SUFFIX
 from functions.dev.localpod import LocalPod, PodNetwork, now_iso
 from functions.dev.podroot import PodRoot, lookup_bytes
 from functions.dev.sandbox import SANDBOX, probe_once
@@ -278,10 +279,13 @@ class LocalKubelet:
         ports = set(podspec.container_ports(container)) | ({probe.port} if probe else set())
         config: dict[str, Any] = {
             "argv": argv, "env": env,
-            "outbound": [{"port": self.network.api_port, "unix": str(self.network.api_sock)},
-                         {"port": self.network.proxy_port,
-                          "unix": str(self.network.proxy_sock)}],
-            "inbound": [{"unix": str(directory / str(p)), "port": p} for p in sorted(ports)],
+            "outbound": [{"port": self.network.api_port, "name": "api",
+                          "handoff": str(self.network.handoff_sock)},
+                         {"port": self.network.proxy_port, "name": "proxy",
+                          "handoff": str(self.network.handoff_sock)}],
+            "inbound": [{"unix": str(directory / str(p)), "port": p,
+                         "handoff": str(directory / f"{p}{HANDOFF_SUFFIX}")}
+                        for p in sorted(ports)],
         }
         if local.root is not None:
             config["root"] = str(local.root.directory)

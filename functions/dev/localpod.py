@@ -23,6 +23,7 @@ class PodNetwork:
     proxy_port: int
     proxy_sock: Path
     pods_dir: Path
+    handoff_sock: Path
 
 
 @dataclass

@@ -56,7 +56,8 @@ class PodHost:
     def pod_network(self) -> PodNetwork:
         return PodNetwork(api_port=self.cluster.api_port, api_sock=self.run_dir / "api.sock",
                           proxy_port=self.proxy_port, proxy_sock=self.proxy_socket(self.cluster),
-                          pods_dir=self.cluster.root / "p")
+                          pods_dir=self.cluster.root / "p",
+                          handoff_sock=self.run_dir / "handoff.sock")
 
     def start_network(self) -> None:
         self.run_dir.mkdir(exist_ok=True)
@@ -66,6 +67,7 @@ class PodHost:
         config = {"kubeconfig": str(self.cluster.kubeconfig), "listen_port": self.proxy_port,
                   "api_port": self.cluster.api_port, "api_sock": str(net.api_sock),
                   "proxy_sock": str(net.proxy_sock), "pods_dir": str(net.pods_dir),
+                  "handoff_sock": str(net.handoff_sock),
                   "routes_file": str(self.run_dir / "routes.json")}
         config_file = self.run_dir / "network.json"
         config_file.write_text(json.dumps(config))
@@ -73,7 +75,7 @@ class PodHost:
                                               str(config_file)], self.cluster.logs / "network.log")
         self.network.start()
         deadline = time.monotonic() + 30
-        while not (net.proxy_sock.exists() and net.api_sock.exists()):
+        while not all(path.exists() for path in (net.proxy_sock, net.api_sock, net.handoff_sock)):
             if self.network.exited() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster network did not start; log: "
                                    f"{self.network.log}\n{self.network.tail()}")

@@ -7,18 +7,21 @@ Knative's components are built for a pod each: several serve health probes on th
 loopback interface exists, and this process gives the container what a pod network gives it:
 
 * ``lo`` up, so the container can listen on its ports as in a pod;
-* ``127.0.0.1:<API server port>`` forwarded to the API server, and ``127.0.0.1:<proxy port>``
-  to the cluster network's proxy (:mod:`functions.dev.network`), both through Unix sockets the
-  host side serves: a socket file is the one way out of the namespace;
-* each container port served on a Unix socket in the pod's directory, through which the
-  cluster network and the kubelet's probes reach the pod, as they would reach a pod IP;
+* ``127.0.0.1:<API server port>`` and ``127.0.0.1:<proxy port>``: each connection the
+  container opens there is handed, as a file descriptor, to the cluster network
+  (:mod:`functions.dev.network`), which serves it as its own (:mod:`functions.dev.handoff`):
+  a socket file is the one way out of the namespace, and nothing here copies the bytes;
+* each container port reachable from outside through the pod's directory, as a pod IP would
+  make it: ``<port>`` relays a connection to it (the kubelet's probes), ``<port>.fd`` answers
+  with a socket connected to it (the cluster network's connections);
 * the container's command run with exactly the environment in the config (nothing of this
   process's), ``chroot``-ed into the pod's root directory when the config names one
   (:mod:`functions.dev.podroot`; ``argv[0]`` is then a path inside it), SIGTERM passed on, and
   its exit code returned.
 
-CONFIG is a JSON file: ``argv``, ``env``, ``outbound`` (``[{"port": N, "unix": PATH}]``),
-``inbound`` (``[{"unix": PATH, "port": N}]``) and optionally ``root``.
+CONFIG is a JSON file: ``argv``, ``env``, ``outbound`` (``[{"port": N, "handoff": PATH,
+"name": NAME}]``, or ``"unix": PATH`` for a relay to that socket), ``inbound``
+(``[{"unix": PATH, "port": N, "handoff": PATH}]``) and optionally ``root``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
+
+from functions.dev.handoff import accept_forever, hand_over, serve_connects
 
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
@@ -94,15 +99,37 @@ def to_port(port: int) -> Any:
     return handle
 
 
+def tcp_listener(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(256)
+    return listener
+
+
+def handed_over(handoff: str, name: str) -> Any:
+    async def each(connection: socket.socket) -> None:
+        await hand_over(connection, handoff, name)
+    return each
+
+
 async def run(config: dict[str, Any]) -> int:
-    servers = []
+    servers: list[asyncio.Server] = []
+    loops: list[asyncio.Task[None]] = []
     for route in config.get("outbound") or []:
-        servers.append(await asyncio.start_server(to_unix(route["unix"]), "127.0.0.1",
-                                                  int(route["port"])))
+        if route.get("handoff"):
+            loops.append(asyncio.ensure_future(accept_forever(
+                tcp_listener(int(route["port"])), handed_over(route["handoff"], route["name"]))))
+        else:
+            servers.append(await asyncio.start_server(to_unix(route["unix"]), "127.0.0.1",
+                                                      int(route["port"])))
     for route in config.get("inbound") or []:
         path = Path(route["unix"])
         path.unlink(missing_ok=True)
         servers.append(await asyncio.start_unix_server(to_port(int(route["port"])), str(path)))
+        if route.get("handoff"):
+            loops.append(asyncio.ensure_future(
+                serve_connects(route["handoff"], int(route["port"]))()))
     root = config.get("root")
     process = await asyncio.create_subprocess_exec(
         *config["argv"], env=config["env"],
@@ -113,6 +140,8 @@ async def run(config: dict[str, Any]) -> int:
     code = await process.wait()
     for server in servers:
         server.close()
+    for accepting in loops:
+        accepting.cancel()
     return code
 
 

@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--only NAME ...] [--burst-systems A,B] [--merge] [--out DIR]``:
+"""``python -m bench [--quick] [--only NAME ...] [--burst-systems A,B] [--burst-no-large] [--merge]
+[--out DIR]``:
 run the benchmarks and write ``latest.json``, ``latest.md`` (a Markdown table) and one PNG plot
 per suite to ``bench/results/`` (or ``DIR``). Every figure is a median over repeated runs with
 min and max.
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument("--burst-systems", default=None,
                         help="comma-separated systems of the burst suite (default: all)")
+    parser.add_argument("--burst-no-large", action="store_true",
+                        help="the burst suite at its first size only (no 1,000-job run)")
     parser.add_argument("--merge", action="store_true",
                         help="merge into the existing latest.json instead of replacing it")
     args = parser.parse_args(argv)
@@ -52,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.burst_systems:
         options["burst"]["systems"] = tuple(
             s.strip() for s in args.burst_systems.split(",") if s.strip())
+    if args.burst_no_large:
+        options["burst"]["burst"] = 0
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": _cpus(), "python": platform.python_version()},
@@ -66,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results[name], indent=2), file=sys.stderr, flush=True)
     command = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --only {' '.join(args.only)}" if list(args.only) != list(SUITES) else "") + (
-        f" --burst-systems {args.burst_systems}" if args.burst_systems else "")
+        f" --burst-systems {args.burst_systems}" if args.burst_systems else "") + (
+        " --burst-no-large" if args.burst_no_large else "")
     args.out.mkdir(parents=True, exist_ok=True)
     latest = args.out / "latest.json"
     if args.merge and latest.exists():

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import burst_proc
+from bench import burst_proc, burst_workload
 from bench.burst_go import SETTINGS, GoOperator, install_crds
 from bench.burst_go import USER as GO_USER
 from bench.burst_workload import nodes
@@ -35,6 +35,7 @@ from bench.jobs import REPO
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.runner import LocalCluster
 from functions.dev.podhost import POD_HOST_CONTROLLERS
+from functions.kube import resources
 
 if TYPE_CHECKING:
     from functions.dev.stack import DevStack
@@ -114,12 +115,48 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
                      broker="emulated", source_filters=True).start()
 
     return Started(
-        cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
+        watch_namespace=lambda namespace: _event_path_live(cluster),
+        cluster=cluster,
+        controller_users=tuple(service_account(a) for a in FUNCTION_ACCOUNTS),
+        controller_pids=_pids(stack, "function-"),
         event_path_users=(service_account(ADAPTER_ACCOUNT),),
         event_path_pids=_pids(stack, "adapter-"),
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
         stop=stack.stop, delivery_counts=lambda: _deliveries(stack))
+
+
+CANARY_NAMESPACE = "burst-canary"
+
+
+def _event_path_live(cluster: LocalCluster, timeout: float = 60.0) -> None:
+    """Wait until a job changed now gets its status through the event path. The adapters
+    start with the stack and list before they watch; a job created before an adapter's list
+    is in that list, which sends nothing (a cluster's resync would find it; the burst runs
+    without one). So the burst starts only once a canary (a suspended job of its own
+    namespace, so it makes no pod) has been sent, delivered and reconciled: created, then
+    touched every 2 s until then (a change made once the adapter watches is sent)."""
+    kube = cluster.client()
+    kube.create({"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": CANARY_NAMESPACE}}, res=resources.NAMESPACES)
+    canary = burst_workload.job(0, CANARY_NAMESPACE)
+    canary["metadata"]["name"] = "canary"
+    canary["spec"]["runPolicy"] = {"suspend": True}
+    kube.create(canary, res=resources.PYTORCHJOBS)
+    deadline = time.monotonic() + timeout
+    touches = 0
+    while True:
+        for _ in range(10):
+            current = kube.get(resources.PYTORCHJOBS, "canary", CANARY_NAMESPACE) or {}
+            if (current.get("status") or {}).get("conditions"):
+                return
+            time.sleep(0.2)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the canary job got no status through the event path")
+        touches += 1
+        kube.patch(resources.PYTORCHJOBS, "canary",
+                   {"metadata": {"annotations": {"bench/touch": str(touches)}}},
+                   CANARY_NAMESPACE)
 
 
 def _pids(stack: DevStack, prefix: str) -> list[int]:
@@ -149,10 +186,12 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
 
 
 def _knative_processes(stack: DevStack, started: Started) -> None:
-    """Which processes are the event path, by part. Each local pod is its network relay
-    (``functions.dev.podnet``, run by the local kubelet) with the container below it: the
-    containers are Knative's real cost, the relays and the cluster network process stand in
-    for a cluster's pod network and kube-proxy, so they are reported as parts of their own."""
+    """Which processes are the event path, by part. Each local pod is its network half
+    (``functions.dev.podnet``, run by the local kubelet: it accepts and connects, and hands the
+    connections over to the cluster network) with the container below it: the containers are
+    Knative's real cost, the pods' network halves (still named ``pod-network-relays``) and the
+    cluster network process stand in for a cluster's pod network and kube-proxy, so they are
+    reported as parts of their own."""
     knative = stack.knative
     assert knative is not None
     assert knative.kubelet is not None

@@ -258,6 +258,17 @@ def test_limit_run_end_to_end(bin_dir: Path) -> None:
     assert result["requests_by_user"]["bench-driver"] == 3
 
 
+@pytest.mark.cluster
+def test_ours_run_starts_the_burst_only_once_the_event_path_is_live(bin_dir: Path) -> None:
+    """The emulated path's adapters start with the stack; a job created before one of them
+    has listed is never sent (and the burst runs without a resync). The run waits for a
+    canary job's status first, so the burst's first jobs are Created like the rest."""
+    result = one_run("ours", 3, bin_dir, timeout=60)
+    assert (result["jobs_not_created"], result["jobs_not_running"]) == (0, 0), result
+    assert result["create_errors"] == 0, result["first_errors"]
+    assert result["dead_letters"] == 0
+
+
 def test_report_says_which_controllers_each_systems_cluster_ran() -> None:
     with_endpoints = {**run_result(2.0, 2.5), "cluster_controllers": "endpoints-controller,x"}
     systems = {"go-tuned": summarise([with_endpoints]), "ours": summarise([with_endpoints]),

@@ -13,8 +13,8 @@ can read and write it. So a pod's network half (:mod:`functions.dev.podnet`):
   container's port (:func:`serve_connects`); the cluster network opens its connections to
   the pod that way (:func:`connect_through`).
 
-A relay in the pod copied every message twice more (in, then out of the pod's relay
-process); with the hand-off the pod's half only accepts and connects.
+Relayed through the pod instead, every message would be copied twice more (into the pod's
+network half and out of it); handed off, the pod's half only accepts and connects.
 """
 
 from __future__ import annotations

@@ -159,7 +159,8 @@ def _forward(process: asyncio.subprocess.Process, sig: int) -> None:
 
 def run_loop(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run``, on uvloop's event loop when it is installed (the ``dev`` extra): the
-    relays carry every byte between the local pods, and uvloop spends less CPU per message."""
+    cluster network carries every byte between the local pods, and uvloop spends less CPU per
+    message."""
     try:
         import uvloop
     except ImportError:

@@ -13,7 +13,7 @@ import pytest
 
 from functions.dev import handoff
 from functions.dev.core.routes import Backend
-from functions.dev.podnet import tcp_listener
+from functions.dev.podnet import handed_over, tcp_listener
 from functions.dev.proxy import Upstreams
 
 
@@ -36,50 +36,49 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+async def handing_over(tmp_path: Path, routes: dict[str, handoff.Served],
+                       name: str) -> tuple[int, list[asyncio.Future[None]]]:
+    """The network's hand-off socket serving ``routes``, and a pod's port whose connections
+    are handed to it as ``name``: that port, and the tasks to cancel."""
+    path = str(tmp_path / "handoff.sock")
+    network = asyncio.ensure_future(handoff.serve_handoffs(path, routes)())
+    await asyncio.sleep(0.05)
+    port = free_port()
+    pod = asyncio.ensure_future(handoff.accept_forever(tcp_listener(port),
+                                                       handed_over(path, name)))
+    return port, [network, pod]
+
+
 def test_a_handed_over_connection_keeps_what_the_client_sent_first(tmp_path: Path) -> None:
     """The pod's half accepts without a transport (which would read ahead) and hands the
     socket over; the network's half serves it by route name, from its first byte."""
     async def scenario() -> None:
-        path = str(tmp_path / "handoff.sock")
         served: list[str] = []
 
         async def named(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             served.append("proxy")
             await echo(reader, writer)
 
-        network = asyncio.ensure_future(handoff.serve_handoffs(path, {"proxy": named})())
-        await asyncio.sleep(0.05)
-        port = free_port()
-
-        async def each(connection: socket.socket) -> None:
-            await handoff.hand_over(connection, path, "proxy")
-        pod = asyncio.ensure_future(handoff.accept_forever(tcp_listener(port), each))
+        port, tasks = await handing_over(tmp_path, {"proxy": named}, "proxy")
         for line in (b"first\n", b"second\n"):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(line)   # sent at once: before the pod's half has even accepted
             assert await reader.readline() == b"echo:" + line
             writer.close()
         assert served == ["proxy", "proxy"]
-        for task in (network, pod):
+        for task in tasks:
             task.cancel()
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 
 def test_an_unknown_route_closes_the_connection(tmp_path: Path) -> None:
     async def scenario() -> None:
-        path = str(tmp_path / "handoff.sock")
-        network = asyncio.ensure_future(handoff.serve_handoffs(path, {"proxy": echo})())
-        await asyncio.sleep(0.05)
-        port = free_port()
-
-        async def each(connection: socket.socket) -> None:
-            await handoff.hand_over(connection, path, "elsewhere")
-        pod = asyncio.ensure_future(handoff.accept_forever(tcp_listener(port), each))
+        port, tasks = await handing_over(tmp_path, {"proxy": echo}, "elsewhere")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"lost\n")
         with contextlib.suppress(ConnectionResetError):   # closed with the line unread
             assert await reader.read() == b""
-        for task in (network, pod):
+        for task in tasks:
             task.cancel()
     asyncio.run(asyncio.wait_for(scenario(), 10))
 

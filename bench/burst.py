@@ -45,7 +45,7 @@ from functions.cluster.binaries import ensure_bin_dir
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig
-from functions.kube.transport import Urllib3Transport
+from functions.kube.transport import HttpTransport
 
 CREATE_THREADS = 8
 LIMIT_THREADS = (4, 8, 16, 32)
@@ -63,7 +63,7 @@ def timeout_for(jobs: int) -> float:
 def _client(started: Started, user: str, connections: int) -> KubeClient:
     """A client of its own identity that keeps a connection per thread of the loop."""
     path = started.cluster.user_kubeconfig(user, ("system:masters",))
-    return KubeClient(Urllib3Transport(from_kubeconfig(path), pool_size=max(16, connections)))
+    return KubeClient(HttpTransport(from_kubeconfig(path), pool_size=max(16, connections)))
 
 
 def _snapshot(started: Started) -> dict[str, float]:

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-import urllib3
-
 from bench.jobs import _job
 from functions.cluster import kwok
 from functions.jobs.core.defaults import with_defaults
@@ -36,7 +34,7 @@ from functions.jobs.core.settings import Settings
 from functions.kube import resources
 from functions.kube.config import from_kubeconfig
 from functions.kube.resources import Resource
-from functions.kube.transport import Request, TransportError, Urllib3Transport
+from functions.kube.transport import HttpTransport, Request, TransportError
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "burst"
@@ -136,7 +134,7 @@ def _mark(names: set[str], name: str, present: bool) -> None:
         names.discard(name)
 
 
-def _watch(transport: Urllib3Transport, res: Resource, namespace: str,
+def _watch(transport: HttpTransport, res: Resource, namespace: str,
            events: queue.Queue[tuple[str, str, dict[str, Any]]], ready: threading.Event) -> None:
     """List, then watch from the list's version; after any break, list and watch again."""
     while True:
@@ -159,7 +157,7 @@ def _watch(transport: Urllib3Transport, res: Resource, namespace: str,
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                         events.put((res.plural, event["type"], event["object"]))
             raw.release_conn()
-        except (TransportError, urllib3.exceptions.HTTPError, ValueError, KeyError):
+        except (TransportError, ValueError, KeyError):
             time.sleep(0.2)
 
 
@@ -173,7 +171,7 @@ def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: 
         outbox.write(json.dumps([kind, value]) + "\n")
         outbox.flush()
 
-    transport = Urllib3Transport(from_kubeconfig(kubeconfig), pool_size=len(WATCHED))
+    transport = HttpTransport(from_kubeconfig(kubeconfig), pool_size=len(WATCHED))
     events: queue.Queue[tuple[str, str, dict[str, Any]]] = queue.Queue()
     readies = []
     for res in WATCHED:

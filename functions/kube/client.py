@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import orjson
-import urllib3
 
 from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.config import ClusterConfig
 from functions.kube.config import load as load_config
 from functions.kube.resources import Resource
-from functions.kube.transport import Request, Response, Transport, TransportError, Urllib3Transport
+from functions.kube.transport import HttpTransport, Request, Response, Transport, TransportError
 
 Obj = dict[str, Any]
 
@@ -84,7 +83,7 @@ class KubeClient:
 
     @classmethod
     def from_config(cls, config: ClusterConfig | None = None, **kwargs: Any) -> KubeClient:
-        return cls(Urllib3Transport(config or load_config()), **kwargs)
+        return cls(HttpTransport(config or load_config()), **kwargs)
 
     # -- accounting ---------------------------------------------------------------------------
 
@@ -303,7 +302,7 @@ class KubeClient:
                 for line in lines:
                     if line.strip():
                         yield orjson.loads(line)
-        except (TransportError, OSError, urllib3.exceptions.HTTPError) as exc:
+        except (TransportError, OSError) as exc:
             raise TemporaryError(f"watch of {res.plural} ended: {exc}", retry_after=1) from exc
         finally:
             raw.release_conn()

@@ -143,7 +143,8 @@ class FaultInjectingTransport:
 
 
 class _Body:
-    """A fault's body, read the way a streamed urllib3 response is."""
+    """A fault's body, read the way a streamed response
+    (:class:`~functions.kube.transport.Streamed`) is."""
 
     def __init__(self, data: bytes) -> None:
         self._data = data

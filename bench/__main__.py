@@ -1,8 +1,7 @@
-"""``python -m bench [--quick] [--only NAME ...] [--burst-systems A,B] [--burst-no-large] [--merge]
-[--out DIR]``:
-run the benchmarks and write ``latest.json``, ``latest.md`` (a Markdown table) and one PNG plot
-per suite to ``bench/results/`` (or ``DIR``). Every figure is a median over repeated runs with
-min and max.
+"""``python -m bench [--quick] [--only NAME ...] [--burst-systems A,B] [--burst-no-large |
+--burst-large-only] [--merge] [--out DIR]``: run the benchmarks and write ``latest.json``,
+``latest.md`` (a Markdown table) and one PNG plot per suite to ``bench/results/`` (or ``DIR``).
+Every figure is a median over repeated runs with min and max.
 
 ``--merge`` keeps the figures of ``latest.json`` that this run does not measure (e.g. one new
 system of the burst, ``--only burst --burst-systems ours-knative --merge``) and lists the run
@@ -47,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated systems of the burst suite (default: all)")
     parser.add_argument("--burst-no-large", action="store_true",
                         help="the burst suite at its first size only (no 1,000-job run)")
+    parser.add_argument("--burst-large-only", action="store_true",
+                        help="the burst suite at its 1,000-job size only")
     parser.add_argument("--merge", action="store_true",
                         help="merge into the existing latest.json instead of replacing it")
     args = parser.parse_args(argv)
@@ -55,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.burst_systems:
         options["burst"]["systems"] = tuple(
             s.strip() for s in args.burst_systems.split(",") if s.strip())
+    if args.burst_no_large and args.burst_large_only:
+        parser.error("--burst-no-large and --burst-large-only leave nothing to run")
     if args.burst_no_large:
         options["burst"]["burst"] = 0
+    if args.burst_large_only:
+        options["burst"]["repeats"] = 0
     results: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": _cpus(), "python": platform.python_version()},
@@ -72,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench" + (" --quick" if args.quick else "") + (
         f" --only {' '.join(args.only)}" if list(args.only) != list(SUITES) else "") + (
         f" --burst-systems {args.burst_systems}" if args.burst_systems else "") + (
-        " --burst-no-large" if args.burst_no_large else "")
+        " --burst-no-large" if args.burst_no_large else "") + (
+        " --burst-large-only" if args.burst_large_only else "")
     args.out.mkdir(parents=True, exist_ok=True)
     latest = args.out / "latest.json"
     if args.merge and latest.exists():

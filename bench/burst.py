@@ -283,16 +283,18 @@ def _size(jobs: int, repeats: int, systems: Sequence[str], limit_threads: Sequen
 def run(repeats: int = 3, jobs: int = 200, burst: int | None = 1000, burst_repeats: int = 1,
         systems: Sequence[str] = SYSTEMS, limit_threads: Sequence[int] = LIMIT_THREADS,
         timeout: float | None = None) -> dict[str, Any]:
-    """``repeats`` runs per system of ``jobs`` jobs, then ``burst_repeats`` of ``burst`` jobs
-    (``0``/``None``: none). Each run starts a fresh cluster."""
+    """``repeats`` runs per system of ``jobs`` jobs (``0``: none), then ``burst_repeats`` of
+    ``burst`` jobs (``0``/``None``: none). Each run starts a fresh cluster."""
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         raise ValueError(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
     extra = ("training-operator",) if any(s.startswith("go-") for s in systems) else ()
     bin_dir = ensure_bin_dir(extra)
-    result: dict[str, Any] = {"repeats": repeats, "burst_repeats": burst_repeats,
-                              "systems": ",".join(systems), "create_threads": CREATE_THREADS}
-    result[f"jobs_{jobs}"] = _size(jobs, repeats, systems, limit_threads, bin_dir, timeout)
+    result: dict[str, Any] = {"burst_repeats": burst_repeats, "systems": ",".join(systems),
+                              "create_threads": CREATE_THREADS}
+    if repeats:
+        result["repeats"] = repeats
+        result[f"jobs_{jobs}"] = _size(jobs, repeats, systems, limit_threads, bin_dir, timeout)
     if burst and burst != jobs:
         result[f"jobs_{burst}"] = _size(burst, burst_repeats, systems, limit_threads, bin_dir,
                                         timeout)

@@ -60,42 +60,45 @@ REQUESTS = "controller_requests_per_job/total_requests"
     pytest.param("resync/reconcile/wall_s", "13.1 s", 1, id="resync-reconcile"),
     pytest.param("coldburst/spawn_to_first_event_s", "1.19 s", 2, id="cold-first-event"),
     pytest.param("coldburst/dead_letters", "0 dead letters", 0, id="cold-dead-letters"),
-    pytest.param(f"{B2}/limit/created_s", "8.5 s", 1, id="limit-200"),
+    pytest.param(f"{B2}/limit/created_s", "7.7 s", 1, id="limit-200"),
     pytest.param(f"{B2}/go-default/created_s", "129.0 s", 1, id="go-default-200"),
-    pytest.param(f"{B2}/go-tuned/created_s", "14.3 s", 1, id="go-tuned-200"),
-    pytest.param(f"{B2}/go-tuned/running_s", "15.2 s", 1, id="go-tuned-running-200"),
-    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "2.7 / 3.1 s", 1,
+    pytest.param(f"{B2}/go-tuned/created_s", "15.1 s", 1, id="go-tuned-200"),
+    pytest.param(f"{B2}/go-tuned/running_s", "15.9 s", 1, id="go-tuned-running-200"),
+    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "3.0 / 3.4 s", 1,
                  id="go-tuned-cpu-200"),
-    pytest.param(f"{B2}/ours/created_s", "**20.5 s**", 1, id="ours-200"),
-    pytest.param(f"{B2}/ours/running_s", "**27.9 s**", 1, id="ours-running-200"),
+    pytest.param(f"{B2}/ours/created_s", "**16.9 s**", 1, id="ours-200"),
+    pytest.param(f"{B2}/ours/running_s", "**20.7 s**", 1, id="ours-running-200"),
     pytest.param(f"{B2}/ours/{REQUESTS}", "**10.2**", 1, id="ours-requests-200"),
     pytest.param(f"{B2}/ours/dead_letters", "**0**", 0, id="ours-dead-200"),
-    pytest.param(f"{B2}/ours-x4/running_s", "41.0 s", 1, id="ours-x4-running-200"),
-    pytest.param(f"{B10}/go-tuned/created_s", "119.7 s", 1, id="go-tuned-1000"),
-    pytest.param(f"{B10}/go-tuned/running_s", "132.6 s", 1, id="go-tuned-running-1000"),
-    pytest.param(f"{B10}/ours/created_s", "**118.3 s**", 1, id="ours-1000"),
-    pytest.param(f"{B10}/ours/running_s", "**145.3 s**", 1, id="ours-running-1000"),
-    pytest.param(f"{B10}/ours/{REQUESTS}", "**10.6**", 1, id="ours-requests-1000"),
+    pytest.param(f"{B2}/ours-x4/running_s", "27.9 s", 1, id="ours-x4-running-200"),
+    pytest.param(f"{B10}/limit/created_s", "| 47.7 s", 1, id="limit-1000"),
+    pytest.param(f"{B10}/limit/sweep/threads_8/created_s", "alone now takes 60.6 s", 1,
+                 id="create-loop-8-threads-1000"),
+    pytest.param(f"{B10}/go-tuned/created_s", "75.3 s", 1, id="go-tuned-1000"),
+    pytest.param(f"{B10}/go-tuned/running_s", "83.2 s", 1, id="go-tuned-running-1000"),
+    pytest.param(f"{B10}/ours/created_s", "**91.5 s**", 1, id="ours-1000"),
+    pytest.param(f"{B10}/ours/running_s", "**110.5 s**", 1, id="ours-running-1000"),
+    pytest.param(f"{B10}/ours/{REQUESTS}", "**10.3**", 1, id="ours-requests-1000"),
     pytest.param(f"{B10}/ours/jobs_not_running", "**0**", 0, id="ours-all-running-1000"),
-    pytest.param(f"{B2}/ours-knative/created_s", "| 41.9 s", 1, id="knative-200"),
-    pytest.param(f"{B2}/ours-knative/running_s", "| 47.4 s", 1, id="knative-running-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 10.9 / 13.1 s", 1,
+    pytest.param(f"{B2}/ours-knative/created_s", "| 32.0 s", 1, id="knative-200"),
+    pytest.param(f"{B2}/ours-knative/running_s", "| 34.5 s", 1, id="knative-running-200"),
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 7.6 / 8.7 s", 1,
                  id="knative-cpu-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 13.1 s", 1,
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 8.7 s", 1,
                  id="knative-cpu-end-200"),
-    pytest.param(f"{B2}/ours-knative/{REQUESTS}", "| 13.6 |", 1, id="knative-requests-200"),
-    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "17.1 s of CPU", 1,
+    pytest.param(f"{B2}/ours-knative/{REQUESTS}", "| 13.2 |", 1, id="knative-requests-200"),
+    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "13.9 s of CPU", 1,
                  id="knative-event-path-200"),
-    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 32.2 s", 1,
+    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 24.5 s", 1,
                  id="knative-apiserver-200"),
-    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 17.0 s", 1,
+    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 14.2 s", 1,
                  id="emulated-apiserver-200"),
-    pytest.param(f"{B2}/ours-knative/dead_letters", "| 13.6 | 0 |", 0, id="knative-dead-200"),
-    pytest.param(f"{B10}/ours-knative/created_s", "| 207.5 s", 1, id="knative-1000"),
-    pytest.param(f"{B10}/ours-knative/running_s", "| 212.4 s", 1, id="knative-running-1000"),
-    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 75.9 s", 1,
+    pytest.param(f"{B2}/ours-knative/dead_letters", "| 13.2 | 0 |", 0, id="knative-dead-200"),
+    pytest.param(f"{B10}/ours-knative/created_s", "| 162.1 s", 1, id="knative-1000"),
+    pytest.param(f"{B10}/ours-knative/running_s", "| 166.5 s", 1, id="knative-running-1000"),
+    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 62.2 s", 1,
                  id="knative-event-path-1000"),
-    pytest.param(f"{B10}/ours-knative/dead_letters", "| 12.2 | 0 |", 0, id="knative-dead-1000"),
+    pytest.param(f"{B10}/ours-knative/dead_letters", "| 12.7 | 0 |", 0, id="knative-dead-1000"),
 ])
 def test_readme_figure_is_the_committed_result(path: str, text: str, digits: int) -> None:
     number = stated(text)
@@ -153,15 +156,19 @@ HANDLERS = "handlers (read, plan, status)"
 
 def test_readme_profile_claims_are_the_committed_profile() -> None:
     """README, Measured: "in reconcile, the API requests take more than everything else
-    together; in status, serving the deliveries takes more than computing the status"."""
+    together; in status, computing the status and serving the deliveries take about the
+    same"."""
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "in reconcile, the API requests" in readme
-    assert "in status, serving the deliveries (gunicorn and the runtime) takes more" in readme
     seconds = {name: {c: v["seconds"] for c, v in found["categories"].items()}
                for name, found in PROFILE["processes"].items()}
     reconcile, status = seconds["reconcile"], seconds["status"]
     assert reconcile[API] > sum(v for c, v in reconcile.items() if c != API)
-    assert sum(status.get(c, 0.0) for c in SERVING) > status[HANDLERS]
+    serving = sum(status.get(c, 0.0) for c in SERVING)
+    assert (f"in status, computing the status ({status[HANDLERS]:.1f} s) and serving the "
+            f"deliveries (gunicorn and the runtime: {serving:.1f} s) take about the same"
+            ) in readme
+    assert abs(serving - status[HANDLERS]) <= 0.25 * max(serving, status[HANDLERS])
 
 
 DEVSTACK = json.loads((REPO / "bench" / "results" / "devstack.json").read_text())

@@ -43,6 +43,7 @@ class Response:
 CONNECT_TIMEOUT = 5.0
 # Requests sent again when a reused connection turns out closed before any answer.
 REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS"})
+# What a reused keep-alive connection raises when the server had closed it while idle.
 CLOSED_BEFORE_ANSWER = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
@@ -77,11 +78,11 @@ class HttpTransport:
         url = urlsplit(config.server)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"unsupported API server address {config.server!r}")
-        self._https = url.scheme == "https"
+        https = url.scheme == "https"
         self._host = url.hostname
-        self._port = url.port or (443 if self._https else 80)
+        self._port = url.port or (443 if https else 80)
         self._prefix = url.path.rstrip("/")
-        self._ssl = _ssl_context(config) if self._https else None
+        self._ssl = _ssl_context(config) if https else None
         self._idle: list[http.client.HTTPConnection] = []
         self._idle_lock = threading.Lock()
 
@@ -90,13 +91,17 @@ class HttpTransport:
         with self._token_lock:
             self._token = self.config.bearer_token()
 
-    def send(self, request: Request, timeout: float) -> Response:
-        headers = {"Accept": "application/json"}
-        if request.content_type:
-            headers["Content-Type"] = request.content_type
+    def _headers(self, accept: str, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": accept}
+        if content_type:
+            headers["Content-Type"] = content_type
         token = self._token
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def send(self, request: Request, timeout: float) -> Response:
+        headers = self._headers("application/json", request.content_type)
         connection, reused = self._take(timeout)
         try:
             try:
@@ -174,14 +179,10 @@ class HttpTransport:
         (watches, ``follow`` logs), on a connection of its own that no other request shares.
         ``timeout`` bounds each wait for more of the body. The caller reads it with
         :meth:`Streamed.stream` and must :meth:`~Streamed.release_conn`."""
-        headers = {"Accept": "*/*"}
-        token = self._token
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
         connection = self._open(timeout)
         try:
             connection.request(request.method, self._prefix + request.url_path(),
-                               headers=headers)
+                               headers=self._headers("*/*"))
             raw = connection.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()

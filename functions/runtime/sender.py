@@ -14,14 +14,16 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from functions.core.delivery import parse_retry_after
+from functions.kube.transport import CLOSED_BEFORE_ANSWER
 
 # Headers of one hop, never forwarded: connection-level ones (RFC 9110 section 7.6.1) and
 # what the sender sets itself.
 HOP_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding",
                          "transfer-encoding", "keep-alive", "te", "upgrade"})
-# What a keep-alive connection raises when the server closed it while idle: the request never
-# reached the server, so sending it again on a new connection is safe.
-STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+# What a keep-alive connection raises when the server closed it while idle: the event never
+# reached the server, so sending it again on a new connection is safe (deliveries are
+# at-least-once anyway).
+STALE = CLOSED_BEFORE_ANSWER
 Origin = tuple[str, str, int]
 
 

@@ -1,6 +1,6 @@
-"""The burst suite as people compare it: one row per system and size (T, all Running, CPU,
-memory, requests per job, jobs that never got there) and one PNG with the times, the
-controller CPU and the requests per job side by side. The generic per-figure table of
+"""The burst suite as people compare it: one row per system and size (T, all Running, every
+Event written, CPU, memory, requests per job, jobs that never got there) and one PNG with the
+times, the controller CPU and the requests per job side by side. The generic per-figure table of
 ``bench.report`` follows it with every figure.
 """
 
@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("system", "T: created (s)", "all Running (s)", "controller CPU to T / end (s)",
+COLUMNS = ("system", "T: created (s)", "all Running (s)", "Events written (s)",
+           "controller CPU to T / end (s)",
            "peak RSS (MiB)", "requests/job", "by verb", "not created / not Running", "runs")
 
 
@@ -46,7 +47,8 @@ def row(system: str, summary: Mapping[str, Any]) -> list[str]:
            f"{_fig(summary, 'controller_cpu_s_at_end')}") if has_process else "n/a"
     requests = (summary.get("controller_requests_per_job") or {}).get("total_requests") or {}
     missing = (f"{_fig(summary, 'jobs_not_created')} / {_fig(summary, 'jobs_not_running')}")
-    return [name, _fig(summary, "created_s"), _fig(summary, "running_s"), cpu,
+    return [name, _fig(summary, "created_s"), _fig(summary, "running_s"),
+            _fig(summary, "settled_s"), cpu,
             _fig(summary, "controller_peak_rss_mib") if has_process else "n/a",
             _fig({"r": requests}, "r"), _verbs(summary), missing,
             f"{summary.get('runs', 0)} ({summary.get('runs_timed_out', 0)} timed out)"]

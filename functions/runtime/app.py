@@ -102,6 +102,14 @@ def _source_settle() -> float:
     return float(os.environ.get("FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS", SETTLE_SECONDS))
 
 
+def _event_hold() -> float:
+    """The longest a ``Normal`` Event waits for the function to be idle
+    (:mod:`functions.runtime.recorder`); ``FUNCTIONS_EVENT_HOLD_SECONDS`` overrides it."""
+    from functions.runtime.recorder import HOLD_SECONDS
+
+    return float(os.environ.get("FUNCTIONS_EVENT_HOLD_SECONDS", HOLD_SECONDS))
+
+
 def _default_kube_factory(on_request: RequestHook) -> KubeClient:
     """The process's client from the kubeconfig or the pod's ServiceAccount. For chaos tests,
     ``FUNCTIONS_API_FAULTS`` (e.g. ``rate=0.1,seed=1``) makes a share of its requests fail as
@@ -263,8 +271,13 @@ class FunctionRuntime:
             if self._recorder is None:
                 from functions.runtime.recorder import EventRecorder
                 self._recorder = EventRecorder(kube, f"odh-training-{self.function}",
-                                               background=True)
+                                               background=True, busy=self._busy,
+                                               hold_seconds=_event_hold())
             return self._recorder
+
+    def _busy(self) -> bool:
+        """Whether a pass is in flight or waiting: then this process's Events wait."""
+        return any(len(dispatcher.runs) for dispatcher in self.dispatchers)
 
     def _observe_api_request(self, verb: str, code: int, seconds: float) -> None:
         self.metrics().api_request(verb, code, seconds)

@@ -6,6 +6,11 @@ redelivered CloudEvent that leads to the same Event bumps its count instead of a
 Recording is best effort. A function process records in the background (``background=True``,
 as client-go's event broadcaster does): a pass never waits for its Events, which are a third
 of a job's API requests; when the queue is full or the process stops, queued Events are lost.
+
+In the background, Events are also the lowest-priority writes. A ``Normal`` Event waits while
+the function has passes in flight (``busy``), for at most ``hold_seconds``: under a burst the
+pods, services and statuses a job's progress depends on reach the API server first, and the
+Events follow once the burst is over. A ``Warning`` says something is wrong and never waits.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +32,9 @@ log = logging.getLogger(__name__)
 
 NORMAL = "Normal"
 WARNING = "Warning"
+# The longest a Normal Event waits for a busy function to be idle: long enough for a burst of
+# a few hundred jobs to be done first, short enough for ``kubectl describe`` to catch up soon.
+HOLD_SECONDS = 60.0
 
 
 class EventRecorder:
@@ -35,11 +44,20 @@ class EventRecorder:
     # A burst of 1,000 jobs queues about 7,000 Events.
     queue_size = 10_000
     senders = 1
+    # How long the function must have had no pass in flight before held Events go out, and
+    # how often the sender looks.
+    quiet_seconds = 0.2
+    poll_seconds = 0.05
 
-    def __init__(self, kube: KubeClient, component: str, *, background: bool = False) -> None:
+    def __init__(self, kube: KubeClient, component: str, *, background: bool = False,
+                 busy: Callable[[], bool] | None = None,
+                 hold_seconds: float = HOLD_SECONDS) -> None:
         self.kube = kube
         self.component = component
-        self._queue: queue.Queue[tuple[dict[str, Any], str, str, str]] | None = None
+        self.hold_seconds = hold_seconds
+        self._busy = busy
+        self._quiet_since: float | None = None
+        self._queue: queue.Queue[tuple[float, dict[str, Any], str, str, str]] | None = None
         if background:
             self._queue = queue.Queue(self.queue_size)
             for index in range(self.senders):
@@ -52,30 +70,40 @@ class EventRecorder:
             self._record(obj, event_type, reason, message)
             return
         try:
-            self._queue.put_nowait((obj, event_type, reason, message))
+            self._queue.put_nowait((time.monotonic(), obj, event_type, reason, message))
         except queue.Full:
             log.warning("event queue full; dropped %s on %s", reason,
                         (obj.get("metadata") or {}).get("name"))
 
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every queued Event has been sent (tests, shutdown)."""
-        deadline = time.monotonic() + timeout
-        while self._queue is not None and self._queue.unfinished_tasks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
-
     def _send_queued(self) -> None:
         assert self._queue is not None
         while True:
-            item = self._queue.get()
+            queued_at, obj, event_type, reason, message = self._queue.get()
             try:
-                self._record(*item)
+                if event_type != WARNING:
+                    self._wait_for_quiet(queued_at + self.hold_seconds)
+                self._record(obj, event_type, reason, message)
             except Exception:
                 log.exception("cannot record an event")
             finally:
                 self._queue.task_done()
+
+    def _wait_for_quiet(self, deadline: float) -> None:
+        """Until the function has been idle for ``quiet_seconds``, or ``deadline``. Once
+        quiet, the following Events go out without waiting until the next pass starts."""
+        if self._busy is None:
+            return
+        while True:
+            now = time.monotonic()
+            if self._busy():
+                self._quiet_since = None
+            elif self._quiet_since is None:
+                self._quiet_since = now
+            if self._quiet_since is not None and now - self._quiet_since >= self.quiet_seconds:
+                return
+            if now >= deadline:
+                return
+            time.sleep(min(self.poll_seconds, max(0.0, deadline - now)))
 
     def _record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

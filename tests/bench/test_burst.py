@@ -142,7 +142,8 @@ def test_progress_forgets_deleted_objects() -> None:
 
 def run_result(created: float | None, running: float | None, *, total: int = 70,
                timed_out: bool = False, missing: int = 0) -> dict[str, Any]:
-    return {"jobs": 10, "created_s": created, "running_s": running, "timed_out": timed_out,
+    return {"jobs": 10, "created_s": created, "running_s": running,
+            "settled_s": None if running is None else running + 1, "timed_out": timed_out,
             "jobs_not_created": missing, "jobs_not_running": missing, "create_errors": 0,
             "controller_cpu_s_at_end": 1.0, "controller_peak_rss_mib": 50.0,
             "controller_requests": {"total": total, "by_verb": {"create": total},
@@ -194,8 +195,8 @@ def test_report_row_and_sweep_line() -> None:
     limit["controller_peak_rss_mib"] = {"median": 0.0, "min": 0.0, "max": 0.0, "n": 1}
     lines = report_burst.markdown_lines({"jobs_10": {"limit": limit}, "repeats": 1})
     assert lines[0] == "### 10 jobs"
-    assert ("| limit (best of sweep: 16 threads) | 2 | 2.5 | n/a | n/a | 7 | create 7 | 0 / 0 "
-            "| 1 (0 timed out) |") in lines
+    assert ("| limit (best of sweep: 16 threads) | 2 | 2.5 | 3.5 | n/a | n/a | 7 | create 7 "
+            "| 0 / 0 | 1 (0 timed out) |") in lines
     assert "Limit sweep (T by create-loop concurrency): 8 threads: 3 s, 16 threads: 2 s." in lines
 
 
@@ -251,6 +252,7 @@ def test_limit_run_end_to_end(bin_dir: Path) -> None:
     process, /proc, the audit log); the Go operator and ours are left to the benchmark."""
     result = one_run("limit", 3, bin_dir, threads=2, timeout=60)
     assert result["created_s"] is not None and result["running_s"] is not None, result
+    assert result["settled_s"] is not None, result
     assert (result["jobs_not_created"], result["jobs_not_running"]) == (0, 0)
     assert result["create_errors"] == 0, result["first_errors"]
     assert result["controller_requests"]["by_verb_resource"] == {

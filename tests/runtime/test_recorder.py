@@ -1,0 +1,120 @@
+"""When a background recorder sends its Events: Normal ones wait for the function to be idle
+(for at most the hold), Warnings never wait. The Events' content and their counts on repeats
+are checked against a real API server by the controllers' cluster tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from functions.kube.client import KubeClient
+from functions.kube.transport import Request, Response
+from functions.runtime.recorder import NORMAL, WARNING, EventRecorder
+
+JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+       "metadata": {"name": "mnist", "namespace": "team-a", "uid": "u-1"}}
+
+
+@dataclass
+class CreatedEvents:
+    """Answers every Event create 201 and notes the reason and when it arrived."""
+
+    sent: list[tuple[str, float]] = field(default_factory=list)
+    arrived: threading.Event = field(default_factory=threading.Event)
+
+    def send(self, request: Request, timeout: float) -> Response:
+        assert request.method == "POST" and request.path.endswith("/events"), request.path
+        event = json.loads(request.body or b"{}")
+        self.sent.append((event["reason"], time.monotonic()))
+        self.arrived.set()
+        return Response(201, {"Content-Type": "application/json"}, request.body or b"{}")
+
+    def refresh_credentials(self) -> None:
+        pass
+
+
+class Busy:
+    """A switch standing in for "a pass is in flight"."""
+
+    def __init__(self, busy: bool) -> None:
+        self.busy = busy
+
+    def __call__(self) -> bool:
+        return self.busy
+
+
+def recorder(busy: Busy | None, hold: float = 30.0) -> tuple[EventRecorder, CreatedEvents]:
+    transport = CreatedEvents()
+    found = EventRecorder(KubeClient(transport, retries=0), "test", background=True,
+                          busy=busy, hold_seconds=hold)
+    found.quiet_seconds, found.poll_seconds = 0.1, 0.01
+    return found, transport
+
+
+def wait_sent(transport: CreatedEvents, count: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(transport.sent) < count:
+        assert time.monotonic() < deadline, transport.sent
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("busy", [
+    pytest.param(None, id="no-busy-signal"),
+    pytest.param(Busy(False), id="idle"),
+])
+def test_an_idle_function_sends_at_once(busy: Busy | None) -> None:
+    found, transport = recorder(busy)
+    started = time.monotonic()
+    found.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
+    wait_sent(transport, 1)
+    assert transport.sent[0][1] - started < 1.0
+
+
+def test_a_normal_event_waits_until_the_function_is_idle_then_the_rest_follow() -> None:
+    busy = Busy(True)
+    found, transport = recorder(busy)
+    for index in range(3):
+        found.record(JOB, NORMAL, f"Created{index}", "Created")
+    time.sleep(0.5)
+    assert transport.sent == []
+    idle_at = time.monotonic()
+    busy.busy = False
+    wait_sent(transport, 3)
+    assert [reason for reason, _ in transport.sent] == ["Created0", "Created1", "Created2"]
+    assert transport.sent[0][1] - idle_at >= found.quiet_seconds
+    assert transport.sent[2][1] - transport.sent[0][1] < found.quiet_seconds
+
+
+def test_a_warning_does_not_wait_for_a_busy_function() -> None:
+    found, transport = recorder(Busy(True))
+    found.record(JOB, WARNING, "InvalidSpec", "replica spec Master: replicas must be 1")
+    wait_sent(transport, 1, timeout=1.0)
+    assert transport.sent[0][0] == "InvalidSpec"
+
+
+def test_a_normal_event_waits_no_longer_than_the_hold() -> None:
+    found, transport = recorder(Busy(True), hold=0.3)
+    queued = time.monotonic()
+    found.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
+    wait_sent(transport, 1)
+    assert 0.3 <= transport.sent[0][1] - queued < 1.5
+
+
+def test_a_full_queue_drops_what_does_not_fit() -> None:
+    class Small(EventRecorder):
+        queue_size = 2
+
+    transport = CreatedEvents()
+    found = Small(KubeClient(transport, retries=0), "test", background=True,
+                  busy=Busy(True), hold_seconds=0.3)
+    found.record(JOB, NORMAL, "Created0", "Created")
+    time.sleep(0.1)  # the sender holds the first, off the queue
+    for index in range(1, 5):
+        found.record(JOB, NORMAL, f"Created{index}", "Created")
+    wait_sent(transport, 3)
+    time.sleep(0.5)
+    assert [reason for reason, _ in transport.sent] == ["Created0", "Created1", "Created2"]

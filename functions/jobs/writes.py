@@ -3,6 +3,8 @@ creates) and the Kubernetes Events that go with it."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,6 +23,9 @@ from functions.runtime.registry import Context
 
 RECONCILE_MANAGER = "training-jobs-reconcile"
 WRITE_THREADS = 8
+
+_pool_guard = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _describe(obj: Obj) -> str:
@@ -67,11 +72,22 @@ def _delete(ctx: Context, job_obj: Obj, obj: Obj) -> bool:
     return gone
 
 
+def _writers() -> ThreadPoolExecutor:
+    """The process's writer threads (made after any fork), shared by every pass: a job's
+    creates go out together without each pass starting and joining threads of its own. The
+    actions never wait on the pool themselves, so passes sharing it cannot deadlock."""
+    global _pool
+    with _pool_guard:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(WRITE_THREADS,
+                                                     thread_name_prefix="job-writes"))
+        return _pool[1]
+
+
 def _parallel(items: list[Obj], action: Callable[[Obj], Any]) -> list[Any]:
     if len(items) <= 1:
         return [action(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(WRITE_THREADS, len(items))) as pool:
-        return list(pool.map(action, items))
+    return list(_writers().map(action, items))
 
 
 def _record_restarts(ctx: Context, fw: Framework, job_obj: Obj, pods: list[Obj]) -> None:

@@ -1,5 +1,6 @@
 """When a background recorder sends its Events: Normal ones wait for the function to be idle
-(for at most the hold), Warnings never wait. The Events' content and their counts on repeats
+(for at most the hold), Warnings never wait; a function's recorder knows when its passes are
+in flight. The Events' content and their counts on repeats
 are checked against a real API server by the controllers' cluster tests."""
 
 from __future__ import annotations
@@ -11,9 +12,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from functions.core.keys import ObjectKey
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response
+from functions.runtime.app import create_app, runtime_of
 from functions.runtime.recorder import NORMAL, WARNING, EventRecorder
+from functions.runtime.registry import Context
+from tests.core.test_events import load_sample
+from tests.runtime.controllers import Calls, recording_controller
 
 JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
        "metadata": {"name": "mnist", "namespace": "team-a", "uid": "u-1"}}
@@ -118,3 +124,31 @@ def test_a_full_queue_drops_what_does_not_fit() -> None:
     wait_sent(transport, 3)
     time.sleep(0.5)
     assert [reason for reason, _ in transport.sent] == ["Created0", "Created1", "Created2"]
+
+
+def test_a_functions_events_wait_for_its_passes_in_flight() -> None:
+    """Through an app: the Event a handler records goes out only once its pass is over."""
+    transport = CreatedEvents()
+    release = threading.Event()
+
+    def behaviour(ctx: Context, key: ObjectKey) -> None:
+        ctx.recorder.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
+        release.wait(5)
+
+    app = create_app("reconcile", controllers=[recording_controller(Calls(), behaviour)],
+                     kube_factory=lambda hook: KubeClient(transport, on_request=hook),
+                     warm_up="now")
+    runtime_of(app).recorder().quiet_seconds = 0.1
+    headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
+    answers: list[int] = []
+    delivery = threading.Thread(
+        target=lambda: answers.append(app.test_client().post("/", headers=headers,
+                                                             data=body).status_code))
+    delivery.start()
+    time.sleep(0.5)
+    assert transport.sent == []  # recorded, held while the pass runs
+    release.set()
+    delivery.join(5)
+    wait_sent(transport, 1)
+    assert answers == [202]
+    assert transport.sent[0][0] == "SuccessfulCreatePod"

@@ -83,3 +83,26 @@ def test_served_function_answers_like_a_broker_expects(served: str) -> None:
     assert b"truncated" in rejected.body
     with urllib.request.urlopen(f"{served}/metrics", timeout=5) as response:
         assert b"functions_events_total" in response.read()
+
+
+def test_a_worker_freezes_what_its_warm_up_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector does not walk the modules and caches a worker keeps for its lifetime."""
+    import gc
+
+    import functions.runtime.app
+    from functions.runtime.serve import FunctionServer
+
+    built: list[str] = []
+
+    def create_app(function: str, **_: object) -> str:
+        built.append(function)
+        return "app"
+
+    monkeypatch.setattr(functions.runtime.app, "create_app", create_app)
+    gc.unfreeze()
+    try:
+        assert FunctionServer("status", {}).load() == "app"
+        assert built == ["status"]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

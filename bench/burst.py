@@ -291,18 +291,26 @@ def best_limit(points: Mapping[int, Mapping[str, Any]]) -> int:
 
 def _size(jobs: int, repeats: int, systems: Sequence[str], limit_threads: Sequence[int],
           bin_dir: Path, timeout: float | None) -> dict[str, Any]:
+    """Every system's runs at one size, round-robin (each system's first run, then each one's
+    second, ...): a machine whose speed drifts over minutes weighs on every system alike."""
+    points = [("limit", threads) for threads in limit_threads] if "limit" in systems else []
+    points += [(system, CREATE_THREADS) for system in systems if system != "limit"]
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {point: [] for point in points}
+    for index in range(repeats):
+        for system, threads in points:
+            print(f"== burst: {system}, {jobs} jobs, run {index + 1} of {repeats}",
+                  file=sys.stderr, flush=True)
+            runs[(system, threads)].append(one_run(system, jobs, bin_dir, threads=threads,
+                                                   timeout=timeout))
     result: dict[str, Any] = {}
     for system in systems:
-        print(f"== burst: {system}, {jobs} jobs", file=sys.stderr, flush=True)
         if system == "limit":
-            points = {t: summarise([one_run("limit", jobs, bin_dir, threads=t, timeout=timeout)
-                                    for _ in range(repeats)]) for t in limit_threads}
-            best = best_limit(points)
-            result["limit"] = {"best_threads": best, **points[best], "sweep": {
-                f"threads_{t}": {k: p[k] for k in TIMES if k in p} for t, p in points.items()}}
+            sweep = {t: summarise(runs[("limit", t)]) for t in limit_threads}
+            best = best_limit(sweep)
+            result["limit"] = {"best_threads": best, **sweep[best], "sweep": {
+                f"threads_{t}": {k: p[k] for k in TIMES if k in p} for t, p in sweep.items()}}
         else:
-            result[system] = summarise([one_run(system, jobs, bin_dir, timeout=timeout)
-                                        for _ in range(repeats)])
+            result[system] = summarise(runs[(system, CREATE_THREADS)])
     return result
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench import burst_audit, burst_proc, burst_systems, report_burst
+from bench import burst, burst_audit, burst_proc, burst_systems, report_burst
 from bench.burst import best_limit, one_run, per_job, summarise
 from bench.burst_workload import JOB_LABEL, Progress
 
@@ -279,3 +279,20 @@ def test_report_says_which_controllers_each_systems_cluster_ran() -> None:
     lines = report_burst.markdown_lines({"jobs_10": systems})
     assert ("Controllers beyond the local cluster's defaults: go-tuned, ours: "
             "endpoints-controller, x; go-default: none.") in lines
+
+
+def test_runs_go_round_robin_over_the_systems(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine whose speed drifts over minutes weighs on every system alike."""
+    order: list[tuple[str, int]] = []
+
+    def fake_run(system: str, jobs: int, bin_dir: Path, *, threads: int,
+                 timeout: float | None) -> dict[str, Any]:
+        order.append((system, threads))
+        return run_result(float(threads if system == "limit" else len(order)), 9.0)
+
+    monkeypatch.setattr(burst, "one_run", fake_run)
+    found = burst._size(10, 2, ("limit", "go-tuned", "ours"), (8, 16), Path("/bin"), None)
+    assert order == [("limit", 8), ("limit", 16), ("go-tuned", 8), ("ours", 8)] * 2
+    assert found["limit"]["best_threads"] == 8
+    assert found["go-tuned"]["created_s"]["n"] == 2
+    assert list(found) == ["limit", "go-tuned", "ours"]

@@ -4,8 +4,8 @@ Event names are derived from the involved object's uid, the reason and the messa
 redelivered CloudEvent that leads to the same Event bumps its count instead of adding another.
 
 Recording is best effort. A function process records in the background (``background=True``,
-as client-go's event broadcaster does): a pass never waits for its Events, which are a third
-of a job's API requests; when the queue is full or the process stops, queued Events are lost.
+as client-go's event broadcaster does): a pass never waits for its Events, which are nearly
+half of a job's API requests; when the queue is full or the process stops, queued Events are lost.
 
 In the background, Events are also the lowest-priority writes. A ``Normal`` Event waits while
 the function has passes in flight (``busy``), for at most ``hold_seconds``: under a burst the
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +35,8 @@ WARNING = "Warning"
 # The longest a Normal Event waits for a busy function to be idle: long enough for a burst of
 # a few hundred jobs to be done first, short enough for ``kubectl describe`` to catch up soon.
 HOLD_SECONDS = 60.0
+
+_Queued = tuple[float, dict[str, Any], str, str, str]  # queued at, object, type, reason, message
 
 
 class EventRecorder:
@@ -55,55 +57,62 @@ class EventRecorder:
         self.kube = kube
         self.component = component
         self.hold_seconds = hold_seconds
+        self.background = background
         self._busy = busy
         self._quiet_since: float | None = None
-        self._queue: queue.Queue[tuple[float, dict[str, Any], str, str, str]] | None = None
+        # Warnings overtake the Normal Events held before them; each kind in its order.
+        self._ready = threading.Condition()
+        self._warnings: deque[_Queued] = deque()
+        self._normals: deque[_Queued] = deque()
         if background:
-            self._queue = queue.Queue(self.queue_size)
             for index in range(self.senders):
                 threading.Thread(target=self._send_queued, name=f"event-recorder-{index}",
                                  daemon=True).start()
 
     def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         """Best effort: a failure to record is logged, never raised."""
-        if self._queue is None:
+        if not self.background:
             self._record(obj, event_type, reason, message)
             return
-        try:
-            self._queue.put_nowait((time.monotonic(), obj, event_type, reason, message))
-        except queue.Full:
-            log.warning("event queue full; dropped %s on %s", reason,
-                        (obj.get("metadata") or {}).get("name"))
+        with self._ready:
+            if len(self._warnings) + len(self._normals) >= self.queue_size:
+                log.warning("event queue full; dropped %s on %s", reason,
+                            (obj.get("metadata") or {}).get("name"))
+                return
+            queued = (time.monotonic(), obj, event_type, reason, message)
+            (self._warnings if event_type == WARNING else self._normals).append(queued)
+            self._ready.notify()
 
     def _send_queued(self) -> None:
-        assert self._queue is not None
         while True:
-            queued_at, obj, event_type, reason, message = self._queue.get()
+            with self._ready:
+                while not self._warnings and not self._normals:
+                    self._ready.wait()
+                if self._warnings:
+                    item = self._warnings.popleft()
+                elif self._may_send(self._normals[0][0] + self.hold_seconds):
+                    item = self._normals.popleft()
+                else:
+                    self._ready.wait(self.poll_seconds)  # a Warning wakes it at once
+                    continue
             try:
-                if event_type != WARNING:
-                    self._wait_for_quiet(queued_at + self.hold_seconds)
-                self._record(obj, event_type, reason, message)
+                self._record(*item[1:])
             except Exception:
                 log.exception("cannot record an event")
-            finally:
-                self._queue.task_done()
 
-    def _wait_for_quiet(self, deadline: float) -> None:
-        """Until the function has been idle for ``quiet_seconds``, or ``deadline``. Once
-        quiet, the following Events go out without waiting until the next pass starts."""
+    def _may_send(self, deadline: float) -> bool:
+        """Whether a held Normal Event may go: the function has been idle for
+        ``quiet_seconds``, or ``deadline`` has passed. Once quiet, the following Events go
+        out at once until the next pass starts."""
         if self._busy is None:
-            return
-        while True:
-            now = time.monotonic()
-            if self._busy():
-                self._quiet_since = None
-            elif self._quiet_since is None:
-                self._quiet_since = now
-            if self._quiet_since is not None and now - self._quiet_since >= self.quiet_seconds:
-                return
-            if now >= deadline:
-                return
-            time.sleep(min(self.poll_seconds, max(0.0, deadline - now)))
+            return True
+        now = time.monotonic()
+        if self._busy():
+            self._quiet_since = None
+        elif self._quiet_since is None:
+            self._quiet_since = now
+        return ((self._quiet_since is not None and now - self._quiet_since >= self.quiet_seconds)
+                or now >= deadline)
 
     def _record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}

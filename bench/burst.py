@@ -169,13 +169,16 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
     loop = threading.Thread(target=_create_loop, args=(driver, controller, jobs, threads, errors),
                             name="burst-create-loop")
     loop.start()
-    marks: dict[str, tuple[float, dict[str, float]]] = {}
+    marks: dict[str, float] = {}
+    at_created: dict[str, float] | None = None
     while True:
         kind, value = observer.next()
         if kind == "done":
             counts = dict(value)
             break
-        marks[kind] = (float(value) - began, _snapshot(started))
+        marks[kind] = float(value) - began
+        if kind == "created":
+            at_created = _snapshot(started)
     settled = _settle(started.cluster.client())
     settled_s = round(settled - began, 2) if settled is not None else None
     wall_end = time.time()
@@ -187,8 +190,8 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
     result: dict[str, Any] = {
         "system": system, "jobs": jobs, "threads": threads, **counts,
         "create_errors": len(errors), "first_errors": errors[:3],
-        "created_s": round(marks["created"][0], 2) if "created" in marks else None,
-        "running_s": round(marks["running"][0], 2) if "running" in marks else None,
+        "created_s": round(marks["created"], 2) if "created" in marks else None,
+        "running_s": round(marks["running"], 2) if "running" in marks else None,
         "settled_s": settled_s,
         "controller_peak_rss_mib": round(peak, 1),
         "controller_requests": burst_audit.combined(audit, started.controller_users),
@@ -199,8 +202,8 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
     }
     for name, value in end.items():
         result[f"{name}_at_end"] = round(value - before[name], 2)
-        if "created" in marks:
-            result[f"{name}_at_created"] = round(marks["created"][1][name] - before[name], 2)
+        if at_created is not None:
+            result[f"{name}_at_created"] = round(at_created[name] - before[name], 2)
     return result
 
 

@@ -59,6 +59,7 @@ from functions.jobs.writes import RECONCILE_MANAGER, execute, record
 from functions.kube import resources
 from functions.kube.cache import CacheSpec
 from functions.kube.client import ApiError
+from functions.kube.store import version_of
 from functions.runtime.registry import ChildMapping, Context, Controller, Result
 
 __all__ = ["CONTROLLERS", "RESOURCES", "controller_for", "new_ssh_keys", "settings_from_env"]
@@ -85,8 +86,12 @@ def new_ssh_keys() -> mpi.SSHKeys:
     return mpi.SSHKeys(private, public + b"\n")
 
 
+def _requeue(seconds: float | None) -> float | None:
+    return max(seconds, 0.5) if seconds is not None else None
+
+
 def _result(seconds: float | None) -> Result | None:
-    return Result(requeue_after=max(seconds, 0.5)) if seconds is not None else None
+    return Result(requeue_after=_requeue(seconds)) if seconds is not None else None
 
 
 # -- handlers -----------------------------------------------------------------------------------
@@ -181,7 +186,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
                              "resourceVersion": meta["resourceVersion"]},
                 "status": desired}
         try:
-            ctx.kube.apply_status(body, STATUS_MANAGER, res=RESOURCES[fw.kind])
+            written = ctx.kube.apply_status(body, STATUS_MANAGER, res=RESOURCES[fw.kind])
         except ApiError as exc:
             if exc.status == 409:
                 fresh = True
@@ -189,7 +194,8 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
             raise
         metrics.status_written(fw, meta["namespace"], current, desired)
         record(ctx, job_obj, outcome.notices)
-        return _result(outcome.requeue_after)
+        # The write was conditional on the version read: its own event brings nothing new.
+        return Result(requeue_after=_requeue(outcome.requeue_after), wrote=version_of(written))
     raise TemporaryError(f"status of {key} kept changing under us")
 
 

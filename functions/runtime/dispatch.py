@@ -55,7 +55,7 @@ from functions.runtime.outcomes import (
     combine,
     route_id,
 )
-from functions.runtime.passes import Coalescer, KeyLocks, RequeueTimers
+from functions.runtime.passes import Coalescer, KeyLocks, OwnWrites, RequeueTimers
 from functions.runtime.registry import Context, Controller, FunctionName, Obj, Reader, Result
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class Dispatcher:
         # (kind, operation) pairs this function's Trigger never sends it
         self.not_sent = not_sent
         self.seen = SeenVersions()
+        self.own_writes = OwnWrites()
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -147,7 +148,10 @@ class Dispatcher:
         if event.operation == "resync":
             return self.resync()
         if event.ref is not None and event.object is not None:
-            self.seen.saw(event.ref.key(), version_of(event.object))
+            version = version_of(event.object)
+            self.seen.saw(event.ref.key(), version)
+            if event.operation == "update" and self.own_writes.echo(event.ref.key(), version):
+                return Outcome("ignored", "the event of this function's own write")
         if (event.ref is not None and event.ref.kind == "Pod" and event.object is not None
                 and is_adapter_pod(event.object)):
             return self.after_adapter_event(event)
@@ -212,8 +216,11 @@ class Dispatcher:
                               BUG_RETRY_AFTER, 1, "bug")
         else:
             outcome = Outcome("ok", "", 0.0, 1)
-            if isinstance(result, Result) and result.requeue_after is not None:
-                self.timers.schedule(route, result.requeue_after)
+            if isinstance(result, Result):
+                if result.wrote is not None:
+                    self.own_writes.wrote(key, result.wrote)
+                if result.requeue_after is not None:
+                    self.timers.schedule(route, result.requeue_after)
         if self.observer is not None:
             self.observer.handler_finished(self.function, controller.name,
                                            time.perf_counter() - started, _label(outcome))

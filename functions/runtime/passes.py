@@ -1,7 +1,8 @@
 """How passes of one route are run: at most one at a time per route in a process, with the
 deliveries that arrive meanwhile sharing the next (:class:`Coalescer`); across the functions
-one process serves, one key at a time (:class:`KeyLocks`); and "look again later" timers
-(:class:`RequeueTimers`)."""
+one process serves, one key at a time (:class:`KeyLocks`); "look again later" timers
+(:class:`RequeueTimers`); and which events are only the echo of a pass's own write
+(:class:`OwnWrites`)."""
 
 from __future__ import annotations
 
@@ -172,3 +173,42 @@ class RequeueTimers:
             for _, timer in self._timers.values():
                 timer.cancel()
             self._timers.clear()
+
+
+class OwnWrites:
+    """The versions this function's own conditional writes left parents at (a handler's
+    ``Result.wrote``), by parent (any API version of its kind), each answered once.
+
+    The status function writes a job's status on condition that the job is still at the
+    version it read, so the event of the version it wrote is only the echo of that write: the
+    pass that made it already took in all the event carries, and any later change comes with
+    an event of its own. Answering that echo without a pass spares the status function one
+    pass per status write (two of a job's three events in a burst). Another function's
+    dispatcher keeps its own record: reconcile still takes the job events that the status
+    writes cause. Bounded: when full, it starts over, which costs only passes it could have
+    left out.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._versions: dict[tuple[str, str, str, str], int] = {}
+        self._guard = threading.Lock()
+
+    def wrote(self, key: ObjectKey, version: int) -> None:
+        ident = _lock_id(key)
+        with self._guard:
+            if len(self._versions) >= self.limit:
+                self._versions.clear()
+            self._versions[ident] = version
+
+    def echo(self, key: ObjectKey, version: int | None) -> bool:
+        """Whether ``version`` of ``key`` is what one of our writes left it at (forgotten
+        once asked, so a redelivered event runs a pass like any other)."""
+        if version is None:
+            return False
+        ident = _lock_id(key)
+        with self._guard:
+            if self._versions.get(ident) != version:
+                return False
+            del self._versions[ident]
+            return True

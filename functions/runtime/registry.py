@@ -45,9 +45,15 @@ class Result:
     """What a handler may ask of the runtime: look again after ``requeue_after`` seconds.
 
     The runtime keeps such timers in memory only; the periodic resync is the guarantee.
+
+    ``wrote``: the resourceVersion the pass's own write left the route's parent at, when that
+    write was conditional on the version the pass read (a ``resourceVersion`` precondition).
+    The event of that version then says nothing the pass did not know, so the runtime answers
+    it without a pass (:class:`~functions.runtime.dispatch.OwnWrites`).
     """
 
     requeue_after: float | None = None
+    wrote: int | None = None
 
 
 @dataclass

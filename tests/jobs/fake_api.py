@@ -13,7 +13,7 @@ from functions.jobs.core.frameworks import BY_KIND
 from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response, TransportError
 from functions.runtime.recorder import EventRecorder
-from functions.runtime.registry import Context
+from functions.runtime.registry import Context, Result
 
 Obj = dict[str, Any]
 
@@ -96,11 +96,11 @@ class JobApi:
         return _answer(200, event)
 
 
-def run_status(api: JobApi) -> None:
+def run_status(api: JobApi) -> Result | None:
     """One pass of the status handler of the job's kind, as a delivery would make it."""
     kube = KubeClient(api, retries=1, timeout=1.0)
     ctx = Context(kube, EventRecorder(kube, "test"), "status")
     meta = api.job["metadata"]
     fw = BY_KIND[api.job["kind"]]
     key = ObjectKey(fw.api_version, fw.kind, meta["namespace"], meta["name"])
-    controller_for(fw).handlers["status"](ctx, key)
+    return controller_for(fw).handlers["status"](ctx, key)

@@ -10,6 +10,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS, new_ssh_keys, settings_from_env
+from tests.jobs.fake_api import JobApi, run_status
+from tests.jobs.fixtures import load
 
 
 def _controller(kind: str) -> Any:
@@ -86,3 +88,17 @@ def test_ssh_keys_are_a_matching_p521_pair() -> None:
                                                serialization.PublicFormat.OpenSSH)
     assert keys.public_openssh == public + b"\n"
     assert new_ssh_keys().private_pem != keys.private_pem
+
+
+def test_the_status_handler_reports_the_version_its_write_left_the_job_at() -> None:
+    """The runtime answers the event of that version without a pass: the write was
+    conditional on the version the pass read, so only the pass's own change is in it."""
+    job = load("jaxjob-workers.yaml")
+    job["metadata"]["uid"] = "uid-wrote"
+    api = JobApi(job)
+    first = run_status(api)
+    assert api.status_writes == 1
+    assert first is not None and first.wrote == int(api.job["metadata"]["resourceVersion"])
+    again = run_status(api)
+    assert api.status_writes == 1
+    assert again is None or again.wrote is None

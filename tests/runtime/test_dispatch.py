@@ -6,8 +6,10 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from functions.core.errors import TemporaryError
-from functions.core.events import ApiEvent, ObjectRef
+from functions.core.events import ApiEvent, ObjectRef, Operation
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.gaps import Change
@@ -183,3 +185,54 @@ def test_a_catch_up_runs_each_parent_of_what_was_missed_once_and_requeues_retrie
     dispatcher.catch_up(resources.PYTORCHJOBS,
                         [Change("update", {"metadata": {"name": "a", "namespace": "ns"}})])
     assert calls.keys("status")[-2:] == [C, A]
+
+
+def _job_event(operation: Operation, version: int,
+               api_version: str = "kubeflow.org/v1") -> ApiEvent:
+    job = {"apiVersion": api_version, "kind": "PyTorchJob",
+           "metadata": {"name": "a", "namespace": "ns", "resourceVersion": str(version)}}
+    return ApiEvent(id=f"{operation}-{version}", source="test",
+                    type=f"dev.knative.apiserver.resource.{operation}", operation=operation,
+                    mode="resource", object=job,
+                    ref=ObjectRef(api_version=api_version, kind="PyTorchJob", namespace="ns",
+                                  name="a"))
+
+
+@pytest.mark.parametrize(("events", "passes"), [
+    pytest.param([("update", 11)], 0, id="the-echo-of-the-write-runs-no-pass"),
+    pytest.param([("update", 11), ("update", 11)], 1, id="a-redelivered-echo-runs-a-pass"),
+    pytest.param([("update", 12)], 1, id="a-later-version-runs-a-pass"),
+    pytest.param([("update", 10)], 1, id="an-earlier-version-runs-a-pass"),
+    pytest.param([("delete", 11)], 1, id="a-deletion-at-that-version-runs-a-pass"),
+    pytest.param([("update", 11, "kubeflow.org/v2")], 0, id="any-api-version-of-the-kind"),
+])
+def test_the_event_of_a_pass_own_write_runs_no_pass(events: list[tuple[Any, ...]],
+                                                      passes: int) -> None:
+    """A pass that wrote the job at version 11 (conditionally on the version it read) has
+    already taken in what the event of version 11 carries."""
+    calls = Calls()
+    wrote = [True]
+
+    def write_once(ctx: Context, key: ObjectKey) -> Result | None:
+        if wrote[0]:
+            wrote[0] = False
+            return Result(wrote=11)
+        return None
+
+    dispatcher = Dispatcher("status", [recording_controller(calls, write_once)],
+                            lambda: refusing_kube(None), no_recorder)
+    assert dispatcher.run(Route(dispatcher.controllers[0], A)).kind == "ok"
+    outcomes = [dispatcher.handle(_job_event(*event)) for event in events]
+    assert len(calls.keys("status")) == 1 + passes
+    assert outcomes[0].kind == ("ignored" if passes < len(events) else "ok")
+
+
+def test_another_function_still_runs_on_the_event_of_a_write_it_did_not_make() -> None:
+    calls = Calls()
+    status = Dispatcher("status", [recording_controller(
+        calls, lambda ctx, key: Result(wrote=11))], lambda: refusing_kube(None), no_recorder)
+    reconcile = Dispatcher("reconcile", [recording_controller(calls)],
+                           lambda: refusing_kube(None), no_recorder)
+    assert status.run(Route(status.controllers[0], A)).kind == "ok"
+    assert reconcile.handle(_job_event("update", 11)).kind == "ok"
+    assert calls.keys("reconcile") == [A]

@@ -5,7 +5,9 @@ Every figure is a median over repeated runs with min and max.
 
 ``--merge`` keeps the figures of ``latest.json`` that this run does not measure (e.g. one new
 system of the burst, ``--only burst --burst-systems ours-knative --merge``) and lists the run
-under ``updates``, so the report says which command produced what.
+under ``updates``, so the report says which command produced what. A run that measures
+suites whole (``--only burst --merge``) replaces every figure of the earlier updates of those
+suites alone, so they leave the list.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             ran = [*str(base["burst"].get("systems", "")).split(","),
                    *options["burst"]["systems"]]
             results["burst"]["systems"] = ",".join(dict.fromkeys(s for s in ran if s))
-        results["updates"] = [*base.get("updates", []), update]
+        results["updates"] = [*superseded_left_out(base.get("updates", []), update["command"]),
+                              update]
         command = base.get("command", "python -m bench")
     else:
         results["command"] = command
@@ -98,6 +101,28 @@ def main(argv: list[str] | None = None) -> int:
         print(path, file=sys.stderr)
     print(json.dumps(results, indent=2))
     return 0
+
+
+def measured(command: str) -> tuple[frozenset[str], bool]:
+    """The suites a ``python -m bench`` command measured, and whether it measured each whole
+    (full sizes, every system and size of the burst)."""
+    words = command.split()
+    suites: set[str] = set(SUITES)
+    if "--only" in words:
+        named = words[words.index("--only") + 1:]
+        suites = set(named[:next((i for i, w in enumerate(named) if w.startswith("--")),
+                                 len(named))])
+    partial = ("--quick", "--burst-systems", "--burst-no-large", "--burst-large-only")
+    return frozenset(suites), not any(word in words for word in partial)
+
+
+def superseded_left_out(updates: list[dict[str, Any]], command: str) -> list[dict[str, Any]]:
+    """The earlier updates that still name figures of the report: those of suites that
+    ``command`` measured whole are all replaced, so the report no longer lists them."""
+    suites, whole = measured(command)
+    if not whole:
+        return list(updates)
+    return [u for u in updates if not measured(str(u.get("command", "")))[0] <= suites]
 
 
 def merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -85,3 +85,34 @@ def test_markdown_names_each_update() -> None:
                                                " --only burst --merge"}]}, "python -m bench")
     assert ("Updated by `python -m bench --only burst --merge` (later): the figures it "
             "measured replace those of the first run.") in text
+
+
+@pytest.mark.parametrize(("command", "kept"), [
+    pytest.param("python -m bench --only burst --merge", ["runtime", "trainer runtime"],
+                 id="a-whole-suite-replaces-the-updates-of-that-suite-alone"),
+    pytest.param("python -m bench --only burst --burst-systems ours --merge",
+                 ["burst ours", "burst knative", "runtime", "trainer runtime"],
+                 id="some-systems-replace-nothing-whole"),
+    pytest.param("python -m bench --only burst --burst-no-large --merge",
+                 ["burst ours", "burst knative", "runtime", "trainer runtime"],
+                 id="one-size-replaces-nothing-whole"),
+    pytest.param("python -m bench --quick --merge",
+                 ["burst ours", "burst knative", "runtime", "trainer runtime"],
+                 id="smoke-sizes-replace-nothing"),
+    pytest.param("python -m bench --only runtime trainer --merge", ["burst ours",
+                                                                    "burst knative"],
+                 id="two-suites-replace-updates-within-them"),
+])
+def test_an_update_that_measured_suites_whole_leaves_out_their_earlier_updates(
+        command: str, kept: list[str]) -> None:
+    from bench.__main__ import superseded_left_out
+
+    updates = [
+        {"command": "python -m bench --only burst --burst-systems ours --merge",
+         "name": "burst ours"},
+        {"command": "python -m bench --only burst --burst-systems ours-knative "
+                    "--burst-large-only --merge", "name": "burst knative"},
+        {"command": "python -m bench --only runtime --merge", "name": "runtime"},
+        {"command": "python -m bench --only trainer runtime --merge", "name": "trainer runtime"},
+    ]
+    assert [u["name"] for u in superseded_left_out(updates, command)] == kept

@@ -243,7 +243,7 @@ def snapshot(kube: KubeClient, namespaces: Iterable[str],
                         else meta["name"])
                 described = json.dumps(describe(obj)).replace(namespace, "<namespace>")
                 state[f"{res.kind} {name}"] = json.loads(described)
-    return _freeze_finished_hostfiles(state)
+    return leave_out_cleanup_races(_freeze_finished_hostfiles(state))
 
 
 def _finished(described: Obj) -> bool:
@@ -263,6 +263,27 @@ def _freeze_finished_hostfiles(state: dict[str, Obj]) -> dict[str, Obj]:
         if owners and _finished(state.get(f"MPIJob {owners[0].split('/', 1)[1]}", {})):
             described["data"] = sorted(described["data"])
     return state
+
+
+def leave_out_cleanup_races(state: dict[str, Obj]) -> dict[str, Obj]:
+    """Under ``cleanPodPolicy: Running`` a finished job keeps the pods that had finished and
+    deletes, with their Services, those still running when it finished. A replica that ends
+    within moments of the one that decides the job (kwok ends them all after the same delay)
+    is kept or deleted depending on whether a pass saw the job finish before that replica
+    did: timing, not the event stream, decides. So the finished pods of such a job and their
+    Services are left out; a pod still running would remain, and is compared."""
+    racing: set[str] = set()
+    for key, described in state.items():
+        if not key.startswith("Pod ") or described.get("phase") not in ("Succeeded", "Failed"):
+            continue
+        for owner in described["owners"]:
+            job = state.get(owner.replace("/", " ", 1), {})
+            run_policy = (job.get("spec") or {}).get("runPolicy") or {}
+            if _finished(job) and run_policy.get("cleanPodPolicy") == "Running":
+                racing.add(key.split(" ", 1)[1])
+    return {key: described for key, described in state.items()
+            if not (key.split(" ", 1)[0] in ("Pod", "Service")
+                    and key.split(" ", 1)[1] in racing)}
 
 
 def _ignored(obj: Obj) -> bool:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import copy
 import time
+import urllib.request
 from collections import Counter
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from functions.core.triggers import compile_trigger_filter
 from functions.dev import knative
@@ -177,6 +179,23 @@ def test_a_job_succeeds_on_the_adapters_events(stack: DevStack, kube: KubeClient
         "sources.knative.dev/v1", "ApiServerSource"), NAMESPACE)
         for s in obj["status"].get("ceAttributes") or []}
     assert {e["source"] for e in ours} <= sources
+    # The status function's own status writes came back to it as events of the job, which it
+    # answered without a pass (functions.runtime.passes.OwnWrites).
+    assert own_write_echoes(stack, job["kind"]) >= 1
+
+
+def own_write_echoes(stack: DevStack, kind: str) -> float:
+    """The job updates of ``kind`` the status function answered without a pass (the only
+    updates of a job kind it ignores), from its ``/metrics``."""
+    url = stack.function_urls["status"].rstrip("/") + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples
+               if sample.name == "functions_events_total"
+               and sample.labels.get("kind") == kind
+               and sample.labels.get("outcome") == "ignored"
+               and sample.labels.get("type") == "dev.knative.apiserver.resource.update")
 
 
 def test_a_deleted_job_service_is_replaced_on_its_delete_event(

@@ -61,49 +61,49 @@ EVENTS = "controller_requests_per_job/by_verb_resource/create events"
     pytest.param("resync/reconcile/wall_s", "13.1 s", 1, id="resync-reconcile"),
     pytest.param("coldburst/spawn_to_first_event_s", "1.19 s", 2, id="cold-first-event"),
     pytest.param("coldburst/dead_letters", "0 dead letters", 0, id="cold-dead-letters"),
-    pytest.param(f"{B2}/limit/created_s", "5.5 s", 1, id="limit-200"),
-    pytest.param(f"{B2}/go-default/created_s", "129.0 s", 1, id="go-default-200"),
-    pytest.param(f"{B2}/go-tuned/created_s", "11.1 s", 1, id="go-tuned-200"),
-    pytest.param(f"{B2}/go-tuned/running_s", "11.8 s", 1, id="go-tuned-running-200"),
-    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "2.2 / 3.0 s", 1,
+    pytest.param(f"{B2}/limit/created_s", "6.6 s", 1, id="limit-200"),
+    pytest.param(f"{B2}/go-default/created_s", "128.9 s", 1, id="go-default-200"),
+    pytest.param(f"{B2}/go-tuned/created_s", "10.1 s", 1, id="go-tuned-200"),
+    pytest.param(f"{B2}/go-tuned/running_s", "10.8 s", 1, id="go-tuned-running-200"),
+    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "2.0 / 2.8 s", 1,
                  id="go-tuned-cpu-200"),
-    pytest.param(f"{B2}/ours/created_s", "**14.7 s**", 1, id="ours-200"),
-    pytest.param(f"{B2}/ours/running_s", "**17.3 s**", 1, id="ours-running-200"),
-    pytest.param(f"{B2}/ours/{REQUESTS}", "**15.1**", 1, id="ours-requests-200"),
+    pytest.param(f"{B2}/ours/created_s", "**13.4 s**", 1, id="ours-200"),
+    pytest.param(f"{B2}/ours/running_s", "**16.4 s**", 1, id="ours-running-200"),
+    pytest.param(f"{B2}/ours/{REQUESTS}", "**15.9**", 1, id="ours-requests-200"),
     pytest.param(f"{B2}/ours/dead_letters", "**0**", 0, id="ours-dead-200"),
-    pytest.param(f"{B2}/ours-x4/running_s", "23.6 s", 1, id="ours-x4-running-200"),
-    pytest.param(f"{B10}/limit/created_s", "| 39.4 s", 1, id="limit-1000"),
-    pytest.param(f"{B10}/limit/sweep/threads_8/created_s", "alone takes 61.1 s", 1,
+    pytest.param(f"{B2}/ours-x4/running_s", "23.9 s", 1, id="ours-x4-running-200"),
+    pytest.param(f"{B10}/limit/created_s", "| 38.7 s", 1, id="limit-1000"),
+    pytest.param(f"{B10}/limit/sweep/threads_8/created_s", "alone takes 67.8 s", 1,
                  id="create-loop-8-threads-1000"),
-    pytest.param(f"{B10}/go-tuned/created_s", "73.1 s", 1, id="go-tuned-1000"),
-    pytest.param(f"{B10}/go-tuned/running_s", "81.3 s", 1, id="go-tuned-running-1000"),
-    pytest.param(f"{B10}/ours/created_s", "**83.4 s**", 1, id="ours-1000"),
-    pytest.param(f"{B10}/ours/running_s", "**96.1 s**", 1, id="ours-running-1000"),
-    pytest.param(f"{B10}/ours/{REQUESTS}", "**15.6**", 1, id="ours-requests-1000"),
+    pytest.param(f"{B10}/go-tuned/created_s", "67.8 s", 1, id="go-tuned-1000"),
+    pytest.param(f"{B10}/go-tuned/running_s", "75.1 s", 1, id="go-tuned-running-1000"),
+    pytest.param(f"{B10}/ours/created_s", "**95.0 s**", 1, id="ours-1000"),
+    pytest.param(f"{B10}/ours/running_s", "**113.7 s**", 1, id="ours-running-1000"),
+    pytest.param(f"{B10}/ours/{REQUESTS}", "**15.9**", 1, id="ours-requests-1000"),
     pytest.param(f"{B10}/ours/jobs_not_running", "**0**", 0, id="ours-all-running-1000"),
-    pytest.param(f"{B2}/ours-knative/created_s", "| 23.6 s", 1, id="knative-200"),
-    pytest.param(f"{B2}/ours-knative/running_s", "| 26.0 s", 1, id="knative-running-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 5.5 / 8.0 s", 1,
+    pytest.param(f"{B2}/ours-knative/created_s", "| 21.0 s", 1, id="knative-200"),
+    pytest.param(f"{B2}/ours-knative/running_s", "| 24.7 s", 1, id="knative-running-200"),
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 5.0 / 7.3 s", 1,
                  id="knative-cpu-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 8.0 s", 1,
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 7.3 s", 1,
                  id="knative-cpu-end-200"),
     pytest.param(f"{B2}/ours-knative/{REQUESTS}", "| 15.7 |", 1, id="knative-requests-200"),
-    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "10.6 s of CPU", 1,
+    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "9.5 s of CPU", 1,
                  id="knative-event-path-200"),
-    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 18.0 s", 1,
+    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 15.9 s", 1,
                  id="knative-apiserver-200"),
-    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 12.2 s", 1,
+    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 11.1 s", 1,
                  id="emulated-apiserver-200"),
     pytest.param(f"{B2}/ours-knative/dead_letters", "| 15.7 | 0 |", 0, id="knative-dead-200"),
-    pytest.param(f"{B10}/ours-knative/created_s", "| 141.7 s", 1, id="knative-1000"),
-    pytest.param(f"{B10}/ours-knative/running_s", "| 150.4 s", 1, id="knative-running-1000"),
-    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 55.1 s", 1,
+    pytest.param(f"{B10}/ours-knative/created_s", "| 152.1 s", 1, id="knative-1000"),
+    pytest.param(f"{B10}/ours-knative/running_s", "| 161.0 s", 1, id="knative-running-1000"),
+    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 60.3 s", 1,
                  id="knative-event-path-1000"),
-    pytest.param(f"{B10}/ours-knative/dead_letters", "| 15.3 | 0 |", 0, id="knative-dead-1000"),
+    pytest.param(f"{B10}/ours-knative/dead_letters", "| 15.2 | 0 |", 0, id="knative-dead-1000"),
     pytest.param(f"{B2}/ours/{EVENTS}", "ours wrote 7.0 per job", 1, id="ours-events-200"),
-    pytest.param(f"{B2}/ours/settled_s", "the last 19.9 s after", 1, id="ours-events-done-200"),
+    pytest.param(f"{B2}/ours/settled_s", "the last 19.5 s after", 1, id="ours-events-done-200"),
     pytest.param(f"{B2}/go-tuned/{EVENTS}", "operator 5.9 per job", 1, id="go-events-200"),
-    pytest.param(f"{B2}/go-tuned/settled_s", "the last at 13.8 s", 1, id="go-events-done-200"),
+    pytest.param(f"{B2}/go-tuned/settled_s", "the last at 12.8 s", 1, id="go-events-done-200"),
     pytest.param(f"{B10}/go-tuned/{EVENTS}", "only 1.9 per job", 1, id="go-events-1000"),
     pytest.param(f"{B10}/ours/{EVENTS}", "and wrote 7.0 per job", 1, id="ours-events-1000"),
 ])
@@ -163,7 +163,7 @@ HANDLERS = "handlers (read, plan, status)"
 
 def test_readme_profile_claims_are_the_committed_profile() -> None:
     """README, Measured: "in reconcile, the API requests take about half its time; in status,
-    computing the status and serving the deliveries take about the same"."""
+    serving the deliveries takes more than computing the status"."""
     readme = " ".join((REPO / "README.md").read_text().split())
     seconds = {name: {c: v["seconds"] for c, v in found["categories"].items()}
                for name, found in PROFILE["processes"].items()}
@@ -173,10 +173,20 @@ def test_readme_profile_claims_are_the_committed_profile() -> None:
             f"half its time ({reconcile[API]:.1f} s of {total:.1f} s)") in readme
     assert 0.4 <= reconcile[API] / total <= 0.6
     serving = sum(status.get(c, 0.0) for c in SERVING)
-    assert (f"in status, computing the status ({status[HANDLERS]:.1f} s) and serving the "
-            f"deliveries (gunicorn and the runtime: {serving:.1f} s) take about the same"
-            ) in readme
-    assert abs(serving - status[HANDLERS]) <= 0.25 * max(serving, status[HANDLERS])
+    assert (f"in status, serving the deliveries (gunicorn and the runtime: {serving:.1f} s) "
+            f"takes more than computing the status ({status[HANDLERS]:.1f} s)") in readme
+    assert serving > status[HANDLERS]
+
+
+def test_readme_burst_rows_come_from_one_command() -> None:
+    """README, Measured: "every system measured by the same command": the last command that
+    measured the burst measured it whole, and no partial one came after it."""
+    from bench.__main__ import measured
+
+    commands = [RESULTS.get("command", ""), *(u["command"] for u in RESULTS.get("updates", []))]
+    burst = [measured(c) for c in commands if "burst" in measured(c)[0]]
+    assert burst and burst[-1][1], commands
+    assert "every system measured by the same command" in " ".join(MEASURED.split())
 
 
 def test_readme_event_priority_is_the_recorders_and_the_benchmarks() -> None:

@@ -274,16 +274,17 @@ def leave_out_cleanup_races(state: dict[str, Obj]) -> dict[str, Obj]:
     Services are left out; a pod still running would remain, and is compared."""
     racing: set[str] = set()
     for key, described in state.items():
-        if not key.startswith("Pod ") or described.get("phase") not in ("Succeeded", "Failed"):
+        kind, _, name = key.partition(" ")
+        if kind != "Pod" or described.get("phase") not in ("Succeeded", "Failed"):
             continue
         for owner in described["owners"]:
             job = state.get(owner.replace("/", " ", 1), {})
             run_policy = (job.get("spec") or {}).get("runPolicy") or {}
             if _finished(job) and run_policy.get("cleanPodPolicy") == "Running":
-                racing.add(key.split(" ", 1)[1])
+                racing.add(name)
     return {key: described for key, described in state.items()
-            if not (key.split(" ", 1)[0] in ("Pod", "Service")
-                    and key.split(" ", 1)[1] in racing)}
+            if key.partition(" ")[0] not in ("Pod", "Service")
+            or key.partition(" ")[2] not in racing}
 
 
 def _ignored(obj: Obj) -> bool:

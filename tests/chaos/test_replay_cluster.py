@@ -139,6 +139,11 @@ def job_of(key: str) -> str:
 JOB_NAMES = ("pytorch-simple", "tf-simple", "pi")
 
 
+def extra_name(line: str) -> str:
+    """The object name of an ``extra Kind name: ...`` line of :func:`differences`."""
+    return line.split(" ", 3)[2].rstrip(":")
+
+
 def not_finished_yet(line: str, unfinished: set[str], extra_pods: set[str]) -> bool:
     """Whether a line of :func:`differences` is work the stream left for later: a pod still
     there (and its Service, which the clean end state leaves out with the pod: see
@@ -147,7 +152,7 @@ def not_finished_yet(line: str, unfinished: set[str], extra_pods: set[str]) -> b
     if line.startswith("extra Pod "):
         return True
     if line.startswith("extra Service "):
-        return line.split(" ", 3)[2].rstrip(":") in extra_pods
+        return extra_name(line) in extra_pods
     key, _, rest = line.partition(": ")
     kind = key.split(" ", 1)[0]
     return job_of(key) in unfinished and (
@@ -198,8 +203,7 @@ def test_the_stream_alone_creates_everything_and_the_resync_finishes_it(
         assert all(("Created", "True") in {(c[0], c[1]) for c in alone[key]["conditions"]}
                    for key in alone if key.split(" ", 1)[0] in JOB_KINDS)
         unfinished = set(JOB_NAMES) - done
-        extra_pods = {line.split(" ", 3)[2].rstrip(":") for line in diff
-                      if line.startswith("extra Pod ")}
+        extra_pods = {extra_name(line) for line in diff if line.startswith("extra Pod ")}
         not_yet = [line for line in diff if not_finished_yet(line, unfinished, extra_pods)]
         assert not_yet == diff, "differences beyond unfinished work:\n" + "\n".join(
             line for line in diff if line not in not_yet)

@@ -99,14 +99,44 @@ def finish_stage(result: str) -> str:
     )
 
 
+# How many pod stages kwok plays at once (its default is 4). kwok stands in for the kubelets of
+# every fake node, and each play is one status patch: with 4 at a time and the API server taking
+# about 70 ms per patch under a burst of pod creations, pods turn Running at some 57 per second,
+# fewer than a controller creates, so the time a job takes to be Running would measure kwok's
+# queue rather than the controller. Real kubelets update their pods' status each on its own
+# (50 requests per second per node by default).
+POD_PLAY_PARALLELISM = 32
+
+# kwok applies no defaults to a KwokConfiguration read from --config: every option whose zero
+# value is not its default is given here, with kwok v0.8.0's defaults (pkg/apis/config/
+# v1alpha1, zz_generated.defaults.go) but for the pods' parallelism.
+_KWOK_CONFIGURATION = f"""\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  cidr: 10.0.0.0/24
+  manageAllNodes: false
+  enableDebuggingHandlers: true
+  enableContentionProfiling: false
+  enableProfilingHandler: true
+  podPlayStageParallelism: {POD_PLAY_PARALLELISM}
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+"""
+
+
 def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
-    """kwok's ``--config`` document: upstream fast stages plus ours, joined with ``---``.
+    """kwok's ``--config`` document: its options (:data:`POD_PLAY_PARALLELISM`), then the
+    upstream fast stages plus ours, joined with ``---``.
 
     Pods whose (first) container image is in ``local_images`` are left alone by the pod
     stages that would start them: another kubelet runs those (:mod:`functions.dev.kubelet`).
     Their deletion is still finished by kwok.
     """
-    documents = []
+    documents = [_KWOK_CONFIGURATION.strip()]
     for relative in UPSTREAM_STAGES:
         path = stage_dir / relative
         if not path.exists():

@@ -44,6 +44,7 @@ from bench.burst_systems import LIMIT_USER, SYSTEMS, Started, start
 from bench.burst_workload import NAMESPACE, Observer, children, created_status, job
 from bench.jobs import _untaint
 from bench.stats import summary
+from functions.cluster import kwok
 from functions.cluster.binaries import ensure_bin_dir
 from functions.kube import resources
 from functions.kube.client import KubeClient
@@ -198,6 +199,7 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
         "event_path_requests": burst_audit.combined(audit, started.event_path_users),
         "requests_by_user": {user: c["total"] for user, c in audit.items()},
         "cluster_controllers": ",".join(started.cluster.extra_controllers),
+        "kwok_pod_play_parallelism": kwok.POD_PLAY_PARALLELISM,
         **(started.delivery_counts() if started.delivery_counts else {}),
     }
     for name, value in end.items():
@@ -258,6 +260,7 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             [r[key] for r in runs], jobs)
     found["requests_by_user"] = _median_counts([r["requests_by_user"] for r in runs])
     found["cluster_controllers"] = str(runs[0].get("cluster_controllers") or "")
+    found["kwok_pod_play_parallelism"] = runs[0].get("kwok_pod_play_parallelism")
     return found
 
 

@@ -110,22 +110,23 @@ POD_PLAY_PARALLELISM = 32
 # kwok applies no defaults to a KwokConfiguration read from --config: every option whose zero
 # value is not its default is given here, with kwok v0.8.0's defaults (pkg/apis/config/
 # v1alpha1, zz_generated.defaults.go) but for the pods' parallelism.
-_KWOK_CONFIGURATION = f"""\
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokConfiguration
-options:
-  cidr: 10.0.0.0/24
-  manageAllNodes: false
-  enableDebuggingHandlers: true
-  enableContentionProfiling: false
-  enableProfilingHandler: true
-  podPlayStageParallelism: {POD_PLAY_PARALLELISM}
-  nodePlayStageParallelism: 4
-  nodeLeaseParallelism: 4
-  podsOnNodeSyncParallelism: 1
-  enablePodsOnNodeSyncListPager: true
-  enablePodsOnNodeSyncStreamWatch: false
-"""
+KWOK_CONFIGURATION: dict[str, Any] = {
+    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+    "kind": "KwokConfiguration",
+    "options": {
+        "cidr": "10.0.0.0/24",
+        "manageAllNodes": False,
+        "enableDebuggingHandlers": True,
+        "enableContentionProfiling": False,
+        "enableProfilingHandler": True,
+        "podPlayStageParallelism": POD_PLAY_PARALLELISM,
+        "nodePlayStageParallelism": 4,
+        "nodeLeaseParallelism": 4,
+        "podsOnNodeSyncParallelism": 1,
+        "enablePodsOnNodeSyncListPager": True,
+        "enablePodsOnNodeSyncStreamWatch": False,
+    },
+}
 
 
 def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
@@ -136,7 +137,7 @@ def stages_config(stage_dir: Path, local_images: tuple[str, ...] = ()) -> str:
     stages that would start them: another kubelet runs those (:mod:`functions.dev.kubelet`).
     Their deletion is still finished by kwok.
     """
-    documents = [_KWOK_CONFIGURATION.strip()]
+    documents = [yaml.safe_dump(KWOK_CONFIGURATION, sort_keys=False).strip()]
     for relative in UPSTREAM_STAGES:
         path = stage_dir / relative
         if not path.exists():

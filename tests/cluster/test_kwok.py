@@ -40,6 +40,7 @@ def test_the_configuration_comes_first_and_plays_pods_in_parallel(stage_dir: Pat
     first, *stages = yaml.safe_load_all(kwok.stages_config(stage_dir))
     assert (first["apiVersion"], first["kind"]) == ("config.kwok.x-k8s.io/v1alpha1",
                                                     "KwokConfiguration")
+    assert first == kwok.KWOK_CONFIGURATION
     options = first["options"]
     assert options["podPlayStageParallelism"] == kwok.POD_PLAY_PARALLELISM > 4
     assert {stage["kind"] for stage in stages} == {"Stage"}

@@ -169,8 +169,8 @@ class ObjectCache:
     """The informers of one process, started on first use; also a
     :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once.
 
-    With ``on_gap``, what changed around a reset of a watch is handed to it
-    (:mod:`functions.kube.gaps`): the resource and the changes."""
+    With ``on_gap``, what changed around a reset of a watch, and each sweep's older changes,
+    are handed to it (:mod:`functions.kube.gaps`): the resource and the changes."""
 
     def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
                  on_gap: Callable[[Resource, list[Change]], None] | None = None) -> None:
@@ -194,6 +194,8 @@ class ObjectCache:
                 informer = self._informers[ident] = Informer(
                     self.kube, spec, self.catch_up.reset if self.catch_up else None)
                 informer.start()
+                if self.catch_up is not None:
+                    self.catch_up.watch(informer)
             return informer
 
     def ready(self, res: Resource) -> Informer | None:
@@ -220,8 +222,8 @@ class ObjectCache:
     def _deliver(self, source: Journaled, changed: list[Change]) -> None:
         assert isinstance(source, Informer)
         assert self.on_gap is not None
-        log.info("catching up on %d %s changed around a reset of their watch", len(changed),
-                 source.name)
+        log.info("catching up on %d %s changed around a watch reset or with no event seen",
+                 len(changed), source.name)
         self.on_gap(source.spec.resource, changed)
 
     def caught_up(self, res: Resource, obj: Obj, timeout: float) -> bool:

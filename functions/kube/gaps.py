@@ -20,6 +20,16 @@ seconds ago (what changed since may still be on its way as an event), so a funct
 out what its events already brought it and run one pass for each parent the rest concerns
 (:meth:`functions.runtime.dispatch.Dispatcher.catch_up`).
 
+The API server also ends one watcher alone: a watcher too slow to take its events (the
+adapter sends each event before it reads the next, so a busy Broker ingress makes it slow)
+is closed, and its reflector may then list again. The functions' own watches go on, so no
+reset tells them. :meth:`CatchUp.watch` therefore also sweeps each journal every
+:data:`SWEEP_SECONDS`: what changed at least :data:`SWEEP_HOLD_SECONDS` ago (time enough for
+its event to come through a busy Broker) is handed over like a gap's changes, and the
+function leaves out what an event or a later pass of its own already covered. A replica that
+shares its Trigger with others sees only its share of the events, so its sweep runs some
+passes another replica already ran; a pass that finds nothing to change writes nothing.
+
 This is a safety net for a known loss, not the mechanism: events drive the functions, and
 the periodic resync stays the guarantee (a replica that was not running, or a resource no
 function caches, is left to it).
@@ -53,6 +63,10 @@ HOLD_SECONDS = 4.0
 MERGE_SECONDS = 1.0
 # How long the journal keeps a change: past the widest interval between hand-overs.
 JOURNAL_SECONDS = 150.0
+# The sweep of every journal (:meth:`CatchUp.watch`): how often, and how old a change must be
+# before a missing event is taken as lost (a burst's events queue in the Broker for seconds).
+SWEEP_SECONDS = 10.0
+SWEEP_HOLD_SECONDS = 30.0
 JOURNAL_LIMIT = 200_000
 
 
@@ -67,10 +81,12 @@ OPERATIONS = {"ADDED": "add", "MODIFIED": "update", "DELETED": "delete"}
 @dataclass(frozen=True, slots=True)
 class Change:
     """One journaled change: the operation as an ApiServerSource event names it (``add``,
-    ``update``, ``delete``) and the object's :func:`reference`."""
+    ``update``, ``delete``), the object's :func:`reference`, and when the informer applied it
+    (the journal's clock)."""
 
     operation: str
     obj: Obj
+    at: float = 0.0
 
 
 def reference(obj: Obj) -> Obj:
@@ -97,7 +113,7 @@ class Journal:
         """Watch events (``ADDED``, ``MODIFIED``, ``DELETED``) applied now."""
         with self._lock:
             now = self.clock()
-            self._entries.extend((now, Change(OPERATIONS[kind], reference(obj)))
+            self._entries.extend((now, Change(OPERATIONS[kind], reference(obj), now))
                                  for kind, obj in events if kind in OPERATIONS)
             horizon = now - self.keep_seconds
             while self._entries and self._entries[0][0] < horizon:
@@ -133,9 +149,14 @@ class Journaled(Protocol):
 
 @dataclass
 class _Gap:
+    """The hand-overs still due of one watch: a reset's (``every`` is ``None``) or its sweep's
+    (due again every ``every`` seconds)."""
+
     source: Journaled
     scanned_to: float
+    hold: float
     due: list[float] = field(default_factory=list)
+    every: float | None = None
 
 
 class CatchUp:
@@ -147,15 +168,19 @@ class CatchUp:
     def __init__(self, deliver: Callable[[Journaled, list[Change]], None], *,
                  after: tuple[float, ...] = CATCH_UP_AFTER,
                  lookback: float = LOOKBACK_SECONDS, hold: float = HOLD_SECONDS,
-                 merge: float = MERGE_SECONDS,
+                 merge: float = MERGE_SECONDS, sweep_every: float = SWEEP_SECONDS,
+                 sweep_hold: float = SWEEP_HOLD_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.deliver = deliver
         self.after = after
         self.lookback = lookback
         self.hold = hold
         self.merge = merge
+        self.sweep_every = sweep_every
+        self.sweep_hold = sweep_hold
         self.clock = clock
         self._gaps: dict[int, _Gap] = {}
+        self._sweeps: dict[int, _Gap] = {}
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -166,20 +191,36 @@ class CatchUp:
         with self._wake:
             gap = self._gaps.get(id(source))
             if gap is None:
-                gap = self._gaps[id(source)] = _Gap(source, now - self.lookback)
+                gap = self._gaps[id(source)] = _Gap(source, now - self.lookback, self.hold)
             merged: list[float] = []
             for at in sorted([*gap.due, *(now + delay for delay in self.after)]):
                 if not merged or at - merged[-1] >= self.merge:
                     merged.append(at)
             gap.due = merged
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="watch-gap-catch-up")
-                self._thread.start()
-            self._wake.notify_all()
+            self._start()
+
+    def watch(self, source: Journaled) -> None:
+        """Sweep ``source``'s journal from now on, every :attr:`sweep_every` seconds (no
+        sweep when that is 0)."""
+        if self.sweep_every <= 0:
+            return
+        now = self.clock()
+        with self._wake:
+            if id(source) not in self._sweeps:
+                self._sweeps[id(source)] = _Gap(source, now, self.sweep_hold,
+                                                [now + self.sweep_every], self.sweep_every)
+                self._start()
+
+    def _start(self) -> None:
+        """Start the thread if it is not running, and wake it to a new schedule (lock held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="watch-gap-catch-up")
+            self._thread.start()
+        self._wake.notify_all()
 
     def pending(self) -> int:
-        """How many watches have hand-overs still to come."""
+        """How many watches have a reset's hand-overs still to come."""
         with self._wake:
             return len(self._gaps)
 
@@ -193,14 +234,14 @@ class CatchUp:
             with self._wake:
                 ready = self._take_due()
                 while not ready and not self._stopping:
-                    dues = [gap.due[0] for gap in self._gaps.values() if gap.due]
+                    dues = [gap.due[0] for gap in self._scheduled() if gap.due]
                     self._wake.wait(max(0.0, min(dues) - self.clock()) if dues else None)
                     ready = self._take_due()
                 if self._stopping:
                     return
             for gap, since in ready:
                 source = gap.source
-                changed, upto = source.journal.since(since, self.hold)
+                changed, upto = source.journal.since(since, gap.hold)
                 with self._wake:
                     gap.scanned_to = max(gap.scanned_to, upto)
                 if changed:
@@ -209,8 +250,11 @@ class CatchUp:
                     except Exception:
                         log.exception("catching up on the %s watch's gap failed", source.name)
 
+    def _scheduled(self) -> list[_Gap]:
+        return [*self._gaps.values(), *self._sweeps.values()]
+
     def _take_due(self) -> list[tuple[_Gap, float]]:
-        """The watches with a hand-over due now, each with where it starts (lock held)."""
+        """The hand-overs due now, each with where it starts (lock held)."""
         now = self.clock()
         ready: list[tuple[_Gap, float]] = []
         for ident, gap in list(self._gaps.items()):
@@ -219,4 +263,8 @@ class CatchUp:
                 ready.append((gap, gap.scanned_to))
                 if not gap.due:
                     del self._gaps[ident]
+        for sweep in self._sweeps.values():
+            if sweep.due[0] <= now and sweep.every is not None:
+                sweep.due = [now + sweep.every]
+                ready.append((sweep, sweep.scanned_to))
         return ready

@@ -242,8 +242,9 @@ class FunctionRuntime:
             return self._reader
 
     def _catch_up(self, res: Resource, changed: list[Change]) -> None:
-        """What changed around a reset of a cached resource's watch, which the event source's
-        own watch may have missed (:mod:`functions.kube.gaps`): each function passes over it."""
+        """What changed around a reset of a cached resource's watch, or long enough ago with
+        no event seen, which the event source's own watch may have missed
+        (:mod:`functions.kube.gaps`): each function passes over it."""
         for dispatcher in self.dispatchers:
             dispatcher.catch_up(res, changed)
 

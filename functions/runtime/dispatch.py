@@ -98,6 +98,7 @@ class Dispatcher:
         # (kind, operation) pairs this function's Trigger never sends it
         self.not_sent = not_sent
         self.seen = SeenVersions()
+        self.passed = PassTimes()
         self.own_writes = OwnWrites()
 
     # -- routing ----------------------------------------------------------------------------
@@ -190,7 +191,7 @@ class Dispatcher:
     def _attempt(self, route: Route, fresh: bool) -> Outcome:
         controller, key = route.controller, route.key
         handler = controller.handlers[self.function]
-        started = time.perf_counter()
+        started, since = time.perf_counter(), time.monotonic()
         outcome: Outcome
         try:
             kube = self.kube()
@@ -216,9 +217,11 @@ class Dispatcher:
                               BUG_RETRY_AFTER, 1, "bug")
         else:
             outcome = Outcome("ok", "", 0.0, 1)
+            self.passed.ran(route_id(route), since)
             if isinstance(result, Result):
                 if result.wrote is not None:
                     self.own_writes.wrote(key, result.wrote)
+                    self.seen.saw(key, result.wrote)
                 if result.requeue_after is not None:
                     self.timers.schedule(route, result.requeue_after)
         if self.observer is not None:
@@ -229,10 +232,12 @@ class Dispatcher:
     # -- catching up --------------------------------------------------------------------------
 
     def catch_up(self, res: Resource, changed: Sequence[Change]) -> None:
-        """Run the parents of objects that changed around a watch gap, which their events may
-        not have reached (:mod:`functions.kube.gaps`), leaving out the changes this function's
-        Trigger never sends it and those an event already brought (at that version or later);
-        a pass that asks for a retry gets a requeue timer, as no Broker retries it."""
+        """Run the parents of objects whose changes their events may not have reached
+        (:mod:`functions.kube.gaps`), leaving out the changes this function's Trigger never
+        sends it, those an event or this function's own write already brought (at that
+        version or later), and parents a pass started after the change has covered (a pass
+        reads a cache that had the change, or the API server); a pass that asks for a retry
+        gets a requeue timer, as no Broker retries it."""
         missed: list[Route] = []
         found = 0
         for change in changed:
@@ -240,12 +245,16 @@ class Dispatcher:
             if ((res.kind, change.operation) in self.not_sent
                     or self.seen.has(key, version_of(change.obj))):
                 continue
-            found += 1
-            missed.extend(self._routes_of(res.api_version, res.kind, key, change.obj))
+            routes = [route for route in self._routes_of(res.api_version, res.kind, key,
+                                                         change.obj)
+                      if not self.passed.since(route_id(route), change.at)]
+            if routes:
+                found += 1
+                missed.extend(routes)
         routes = _unique(missed)
         if not routes:
             return
-        log.info("%s: %d passes for %d of %d %s changed around a watch gap", self.function,
+        log.info("%s: %d passes for %d of %d %s changes no event has brought", self.function,
                  len(routes), found, len(changed), res.plural)
         with ThreadPoolExecutor(max_workers=self.resync_workers,
                                 thread_name_prefix=f"catch-up-{self.function}") as pool:
@@ -332,6 +341,28 @@ class SeenVersions:
             return False
         with self._guard:
             return self._versions.get(_lock_id(key), 0) >= version
+
+
+class PassTimes:
+    """When the latest pass of each route that ran to its end started (``time.monotonic``,
+    the journal's clock); bounded like :class:`SeenVersions`."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._started: dict[RouteId, float] = {}
+        self._guard = threading.Lock()
+
+    def ran(self, ident: RouteId, started: float) -> None:
+        with self._guard:
+            if len(self._started) >= self.limit:
+                self._started.clear()
+            if self._started.get(ident, started) <= started:
+                self._started[ident] = started
+
+    def since(self, ident: RouteId, moment: float) -> bool:
+        """Whether a pass of ``ident`` that started after ``moment`` has run."""
+        with self._guard:
+            return self._started.get(ident, float("-inf")) > moment
 
 
 def _key_of(res: Resource, obj: Obj) -> ObjectKey:

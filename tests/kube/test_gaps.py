@@ -186,6 +186,45 @@ def test_a_hand_over_holds_back_the_latest_changes(
     assert deliveries.wait(2) == [["a"], ["b"]]
 
 
+def test_a_watched_journal_is_swept_for_changes_older_than_the_hold(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
+    """No reset: the adapter's watch alone may have ended. Each sweep hands over what changed
+    since the previous one, up to the hold; a change is handed over once."""
+    source = Source()
+    source.journal.record(added(pod("before", 1)))     # before the watch: not swept
+    hand_over = catch_up(sweep_every=0.3, sweep_hold=0.2)
+    hand_over.watch(source)
+    hand_over.watch(source)                             # watched once
+    source.journal.record(added(pod("a", 2)))
+    assert deliveries.wait(1) == [["a"]]
+    source.journal.record(added(pod("b", 3)))
+    assert deliveries.wait(2) == [["a"], ["b"]]
+    time.sleep(0.7)
+    assert deliveries.got == [["a"], ["b"]]
+    assert hand_over.pending() == 0                     # no reset's hand-over is due
+
+
+def test_a_sweep_every_zero_sweeps_nothing(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
+    source = Source()
+    hand_over = catch_up(sweep_every=0.0, sweep_hold=0.0)
+    hand_over.watch(source)
+    source.journal.record(added(pod("a", 1)))
+    time.sleep(0.3)
+    assert deliveries.got == []
+
+
+def test_a_change_carries_when_the_journal_applied_it() -> None:
+    clock = Clock()
+    journal = Journal(clock=clock)
+    journal.record(added(pod("a", 1)))
+    clock.now = 105.0
+    journal.record([("MODIFIED", pod("a", 2))])
+    clock.now = 110.0
+    assert [(c.obj["metadata"]["resourceVersion"], c.at) for c in journal.since(0.0)[0]] == \
+        [("2", 105.0)]
+
+
 class ScriptedKube:
     """The client calls an informer makes, answered from a script: each ``list_pages`` and
     ``watch`` takes the next step (a list of objects, watch events, or an exception)."""

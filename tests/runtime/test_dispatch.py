@@ -148,6 +148,17 @@ def test_requeue_after_runs_the_key_again() -> None:
     assert dispatcher.timers.pending() == 0
 
 
+def pod(name: str, job: str, version: int) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(version),
+                         "labels": {JOB_LABEL: job}}}
+
+
+def changed(operation: str, obj: dict[str, Any]) -> Change:
+    """A change the journal applied now."""
+    return Change(operation, obj, time.monotonic())
+
+
 def test_a_catch_up_runs_each_parent_of_what_was_missed_once_and_requeues_retries() -> None:
     calls = Calls()
 
@@ -159,11 +170,6 @@ def test_a_catch_up_runs_each_parent_of_what_was_missed_once_and_requeues_retrie
                             lambda: refusing_kube(None), no_recorder,
                             not_sent=frozenset({("Pod", "add")}))
 
-    def pod(name: str, job: str, version: int) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "ns", "resourceVersion": str(version),
-                             "labels": {JOB_LABEL: job}}}
-
     # An event brought c-0 at version 7: a change at 7 or before needs no catch-up.
     seen = pod("c-0", "c", 7)
     event = ApiEvent(id="1", source="test", type="dev.knative.apiserver.resource.update",
@@ -171,20 +177,40 @@ def test_a_catch_up_runs_each_parent_of_what_was_missed_once_and_requeues_retrie
                      ref=ObjectRef(api_version="v1", kind="Pod", namespace="ns", name="c-0"))
     assert dispatcher.handle(event).kind == "ok"
     assert calls.keys("status") == [C]
-    changes = [Change("update", pod(f"{job}-{index}", job, 5)) for job in ("a", "b")
+    changes = [changed("update", pod(f"{job}-{index}", job, 5)) for job in ("a", "b")
                for index in (0, 1)]
-    changes += [Change("update", pod("c-0", "c", 7)),                    # seen
-                Change("add", pod("d-0", "d", 9)),                       # never sent to status
-                Change("update", {"metadata": {"name": "stray", "namespace": "ns"}})]
+    changes += [changed("update", pod("c-0", "c", 7)),                    # seen
+                changed("add", pod("d-0", "d", 9)),                       # never sent to status
+                changed("update", {"metadata": {"name": "stray", "namespace": "ns"}})]
     dispatcher.catch_up(resources.PODS, changes)
     assert sorted(calls.keys("status")[1:]) == [A, B]
     assert dispatcher.timers.pending() == 1     # b asked to be retried; nothing else will
     dispatcher.timers.cancel_all()
     # A later version of the seen pod is news again; a changed parent is a route of its own.
-    dispatcher.catch_up(resources.PODS, [Change("delete", pod("c-0", "c", 8))])
+    dispatcher.catch_up(resources.PODS, [changed("delete", pod("c-0", "c", 8))])
     dispatcher.catch_up(resources.PYTORCHJOBS,
-                        [Change("update", {"metadata": {"name": "a", "namespace": "ns"}})])
+                        [changed("update", {"metadata": {"name": "a", "namespace": "ns"}})])
     assert calls.keys("status")[-2:] == [C, A]
+
+
+def test_a_catch_up_leaves_out_what_a_later_pass_or_an_own_write_covered() -> None:
+    """A change this replica's cache had before a pass of its parent started is covered by
+    that pass (another replica may have had its event); so is the version a write left."""
+    calls = Calls()
+    dispatcher = Dispatcher("status", [recording_controller(
+        calls, lambda ctx, key: Result(wrote=11) if key.name == "b" else None)],
+        lambda: refusing_kube(None), no_recorder)
+    before = changed("update", pod("a-0", "a", 5))
+    assert dispatcher.run(Route(dispatcher.controllers[0], A)).kind == "ok"
+    assert dispatcher.run(Route(dispatcher.controllers[0], B)).kind == "ok"
+    after = changed("update", pod("a-1", "a", 6))
+    job_b = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+             "metadata": {"name": "b", "namespace": "ns", "resourceVersion": "11"}}
+    dispatcher.catch_up(resources.PODS, [before])
+    dispatcher.catch_up(resources.PYTORCHJOBS, [changed("update", job_b)])
+    assert calls.keys("status") == [A, B]
+    dispatcher.catch_up(resources.PODS, [before, after])
+    assert calls.keys("status") == [A, B, A]
 
 
 def _job_event(operation: Operation, version: int,

@@ -225,3 +225,15 @@ def test_readme_build_times_are_the_committed_build_records() -> None:
     everything = together + builds["trainer"] + builds["jobset"]
     assert f"({everything / 60:.1f} minutes for every group together)" in README
     assert f"A cold build takes about {everything / 60:.0f} minutes" in README
+
+
+def test_readme_sweep_figures_are_the_informers() -> None:
+    """README and eventing/README.md: how often the informers sweep their journals and how
+    old a change no event brought must be."""
+    from functions.kube.gaps import SWEEP_HOLD_SECONDS, SWEEP_SECONDS
+
+    eventing = " ".join((REPO / "eventing" / "README.md").read_text().split())
+    for text in (README, eventing):
+        assert f"sweep their journals every {SWEEP_SECONDS:.0f} s" in text
+    assert f"a change no event brought within {SWEEP_HOLD_SECONDS:.0f} s" in README
+    assert f"what changed at least {SWEEP_HOLD_SECONDS:.0f} s before" in eventing

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from functions.api.core import queue
 from functions.api.policy import PolicySource
 from functions.core.keys import ObjectKey
-from functions.jobs.controller import RESOURCES
+from functions.jobs.controller import RESOURCES, finished
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.cache import CacheSpec
@@ -143,7 +143,9 @@ def _patch(ctx: Context, entry: queue.Entry, patch: queue.Obj) -> bool:
 CONTROLLERS: list[Controller] = [
     Controller(name=f"training-queue-{fw.plural}", parent=RESOURCES[fw.kind],
                handlers={"reconcile": admit},
-               cached={"reconcile": (CacheSpec(RESOURCES[fw.kind]),)})
+               cached={"reconcile": (CacheSpec(RESOURCES[fw.kind]),)},
+               # capacity frees when a job ends; other status changes admit nothing
+               status_inputs={"reconcile": finished})
     for fw in FRAMEWORKS
 ] + [
     # No watch cache: the TrainJob CRD exists only once the Trainer is installed, and the

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
 from functions.jobs import coexistence, metrics
+from functions.jobs.core import conditions as c
 from functions.jobs.core import mpi
 from functions.jobs.core.flavour import pin_patch
 from functions.jobs.core.frameworks import (
@@ -59,8 +60,9 @@ from functions.jobs.writes import RECONCILE_MANAGER, execute, record
 from functions.kube import resources
 from functions.kube.cache import CacheSpec
 from functions.kube.client import ApiError
+from functions.kube.gaps import true_conditions
 from functions.kube.store import version_of
-from functions.runtime.registry import ChildMapping, Context, Controller, Result
+from functions.runtime.registry import ChildMapping, Context, Controller, FunctionName, Result
 
 __all__ = ["CONTROLLERS", "RESOURCES", "controller_for", "new_ssh_keys", "settings_from_env"]
 
@@ -242,6 +244,21 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
 
 # -- registration -------------------------------------------------------------------------------
 
+def finished(ref: Obj) -> bool:
+    """A job whose status says it has ended (from the journal's reference of it)."""
+    return bool(true_conditions(ref) & {c.SUCCEEDED, c.FAILED})
+
+
+# Which changes of a job's status alone each function reads: status derives the status from
+# the spec and the pods (its own writes are its output); reconcile acts on a job that is
+# restarting or has ended; gc only on an ended job.
+STATUS_INPUTS: dict[FunctionName, Callable[[Obj], bool]] = {
+    "status": lambda ref: False,
+    "reconcile": lambda ref: finished(ref) or c.RESTARTING in true_conditions(ref),
+    "gc": finished,
+}
+
+
 def _label_parent(fw: Framework) -> Callable[[Obj], ObjectKey | None]:
     # Children of every flavour of the kind (MPIJob v1 pods carry training-operator's name).
     operators = {f.operator_name for f in FLAVOURS[fw.kind]}
@@ -299,6 +316,7 @@ def controller_for(fw: Framework) -> Controller:
         # gc reads children only for finished jobs with a clean-up policy: no cache for them.
         cached={"reconcile": (jobs, *JOB_CHILDREN), "status": (jobs, JOB_CHILDREN[0]),
                 "gc": (jobs,)},
+        status_inputs=STATUS_INPUTS,
     )
 
 

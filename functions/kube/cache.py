@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from functions.core.errors import TemporaryError
-from functions.kube.gaps import CatchUp, Change, Journal, Journaled
+from functions.kube.gaps import (
+    SWEEP_SECONDS,
+    CatchUp,
+    Change,
+    Journal,
+    Journaled,
+    status_only,
+)
 from functions.kube.store import Obj, Store
 
 if TYPE_CHECKING:
@@ -156,9 +163,13 @@ class Informer:
                 from functions.kube.client import ApiError
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""),
                                str(obj.get("message") or "watch error"))
+            meta = obj.get("metadata") or {}
+            alone = kind == "MODIFIED" and status_only(
+                self.store.get(str(meta.get("namespace") or ""), str(meta.get("name") or "")),
+                obj)
             self.store.apply(str(kind), obj)
             if kind != "BOOKMARK":
-                self.journal.record(((str(kind), obj),))
+                self.journal.record(((str(kind), obj),), status_only=alone)
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if self._stopping.is_set():
                 break
@@ -173,14 +184,16 @@ class ObjectCache:
     are handed to it (:mod:`functions.kube.gaps`): the resource and the changes."""
 
     def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
-                 on_gap: Callable[[Resource, list[Change]], None] | None = None) -> None:
+                 on_gap: Callable[[Resource, list[Change]], None] | None = None, *,
+                 sweep_every: float = SWEEP_SECONDS) -> None:
         self.kube = kube
         # A client that cannot stream cannot watch: then nothing is cached, all is read.
         self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
         self._informers: dict[tuple[str, str], Informer] = {}
         self._guard = threading.Lock()
         self.on_gap = on_gap
-        self.catch_up = CatchUp(self._deliver) if on_gap is not None else None
+        self.catch_up = (CatchUp(self._deliver, sweep_every=sweep_every)
+                         if on_gap is not None else None)
         kube.observers.append(self)
 
     def informer(self, res: Resource, *, start: bool = True) -> Informer | None:

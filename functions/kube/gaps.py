@@ -81,21 +81,51 @@ OPERATIONS = {"ADDED": "add", "MODIFIED": "update", "DELETED": "delete"}
 @dataclass(frozen=True, slots=True)
 class Change:
     """One journaled change: the operation as an ApiServerSource event names it (``add``,
-    ``update``, ``delete``), the object's :func:`reference`, and when the informer applied it
-    (the journal's clock)."""
+    ``update``, ``delete``), the object's :func:`reference`, when the informer applied it
+    (the journal's clock), and whether it changed the object's ``status`` alone (see
+    :func:`status_only`)."""
 
     operation: str
     obj: Obj
     at: float = 0.0
+    status_only: bool = False
+
+
+# Metadata a write of the status subresource changes too.
+_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def status_only(old: Obj | None, new: Obj) -> bool:
+    """Whether ``new`` differs from ``old`` in its ``status`` alone (a controller's status
+    write, a kubelet's pod status): for a parent that is mostly the functions' own output,
+    which a sweep need not hand back to every function (``Controller.status_inputs``)."""
+    if old is None:
+        return False
+    if any(old.get(k) != new.get(k) for k in (old.keys() | new.keys()) - {"status", "metadata"}):
+        return False
+    before, after = old.get("metadata") or {}, new.get("metadata") or {}
+    return all(before.get(k) == after.get(k)
+               for k in (before.keys() | after.keys()) - _VOLATILE_METADATA)
 
 
 def reference(obj: Obj) -> Obj:
+    """What names ``obj`` and its parent, and its conditions that are true (their types)."""
     meta = obj.get("metadata") or {}
     kept: Obj = {"metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta}}
     for field_name in ("apiVersion", "kind"):
         if field_name in obj:
             kept[field_name] = obj[field_name]
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    true = [{"type": c.get("type"), "status": "True"} for c in conditions
+            if isinstance(c, dict) and c.get("status") == "True"]
+    if true:
+        kept["status"] = {"conditions": true}
     return kept
+
+
+def true_conditions(ref: Obj) -> set[str]:
+    """The types of the conditions that are true in a :func:`reference`."""
+    return {str(c.get("type")) for c in (ref.get("status") or {}).get("conditions") or []}
 
 
 class Journal:
@@ -109,12 +139,14 @@ class Journal:
         self._entries: deque[tuple[float, Change]] = deque(maxlen=limit)
         self._lock = threading.Lock()
 
-    def record(self, events: Iterable[tuple[str, Obj]]) -> None:
-        """Watch events (``ADDED``, ``MODIFIED``, ``DELETED``) applied now."""
+    def record(self, events: Iterable[tuple[str, Obj]], *, status_only: bool = False) -> None:
+        """Watch events (``ADDED``, ``MODIFIED``, ``DELETED``) applied now; ``status_only``:
+        they changed their objects' status alone."""
         with self._lock:
             now = self.clock()
-            self._entries.extend((now, Change(OPERATIONS[kind], reference(obj), now))
-                                 for kind, obj in events if kind in OPERATIONS)
+            self._entries.extend(
+                (now, Change(OPERATIONS[kind], reference(obj), now, status_only))
+                for kind, obj in events if kind in OPERATIONS)
             horizon = now - self.keep_seconds
             while self._entries and self._entries[0][0] < horizon:
                 self._entries.popleft()

@@ -102,6 +102,14 @@ def _source_settle() -> float:
     return float(os.environ.get("FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS", SETTLE_SECONDS))
 
 
+def _sweep_seconds() -> float:
+    """How often the informers sweep their journals for changes no event brought
+    (:mod:`functions.kube.gaps`); ``FUNCTIONS_SWEEP_SECONDS`` overrides it (0: never)."""
+    from functions.kube.gaps import SWEEP_SECONDS
+
+    return float(os.environ.get("FUNCTIONS_SWEEP_SECONDS", SWEEP_SECONDS))
+
+
 def _event_hold() -> float:
     """The longest a ``Normal`` Event waits for the function to be idle
     (:mod:`functions.runtime.recorder`); ``FUNCTIONS_EVENT_HOLD_SECONDS`` overrides it."""
@@ -235,7 +243,8 @@ class FunctionRuntime:
                     from functions.kube.cache import CachedReader, ObjectCache
                     if self._cache is not None:
                         self._cache.stop()
-                    self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up)
+                    self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up,
+                                              sweep_every=_sweep_seconds())
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)

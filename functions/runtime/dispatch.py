@@ -235,9 +235,10 @@ class Dispatcher:
         """Run the parents of objects whose changes their events may not have reached
         (:mod:`functions.kube.gaps`), leaving out the changes this function's Trigger never
         sends it, those an event or this function's own write already brought (at that
-        version or later), and parents a pass started after the change has covered (a pass
-        reads a cache that had the change, or the API server); a pass that asks for a retry
-        gets a requeue timer, as no Broker retries it."""
+        version or later), a parent's status changes its handler does not read
+        (``Controller.status_inputs``), and parents a pass started after the change has
+        covered (a pass reads a cache that had the change, or the API server); a pass that
+        asks for a retry gets a requeue timer, as no Broker retries it."""
         missed: list[Route] = []
         found = 0
         for change in changed:
@@ -247,7 +248,8 @@ class Dispatcher:
                 continue
             routes = [route for route in self._routes_of(res.api_version, res.kind, key,
                                                          change.obj)
-                      if not self.passed.since(route_id(route), change.at)]
+                      if not self.passed.since(route_id(route), change.at)
+                      and self._is_input(route, res, change)]
             if routes:
                 found += 1
                 missed.extend(routes)
@@ -262,6 +264,14 @@ class Dispatcher:
         for route, outcome in zip(routes, outcomes, strict=True):
             if outcome.retriable:
                 self.timers.schedule(route, outcome.retry_after)
+
+    def _is_input(self, route: Route, res: Resource, change: Change) -> bool:
+        """Whether ``change`` is an input of ``route``'s handler in this function: a change of
+        the parent's status alone is one only if its controller says so."""
+        if not change.status_only or not route.controller.owns(res.api_version, res.kind):
+            return True
+        takes = route.controller.status_inputs.get(self.function)
+        return takes is None or takes(change.obj)
 
     # -- resync -------------------------------------------------------------------------------
 

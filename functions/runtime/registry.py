@@ -103,6 +103,10 @@ class Controller:
     # Per function, what its handlers read often enough to be worth a per-process watch
     # cache (functions.kube.cache); everything else is read from the API server.
     cached: Mapping[FunctionName, tuple[CacheSpec, ...]] = field(default_factory=dict)
+    # Per function, whether a change of the parent's status alone (given the journal's
+    # reference of the parent, functions.kube.gaps.reference) is an input to its handler, for
+    # a sweep's catch-up; a function not named here takes every such change.
+    status_inputs: Mapping[FunctionName, Callable[[Obj], bool]] = field(default_factory=dict)
 
     def owns(self, api_version: str, kind: str) -> bool:
         return kind == self.parent.kind and _group(api_version) == self.parent.group

@@ -15,7 +15,15 @@ from functions.core.errors import TemporaryError
 from functions.kube import resources
 from functions.kube.cache import CacheSpec, Informer
 from functions.kube.client import ApiError
-from functions.kube.gaps import CatchUp, Change, Journal, Journaled, reference
+from functions.kube.gaps import (
+    CatchUp,
+    Change,
+    Journal,
+    Journaled,
+    reference,
+    status_only,
+    true_conditions,
+)
 
 LABEL = "training.kubeflow.org/job-name"
 
@@ -223,6 +231,53 @@ def test_a_change_carries_when_the_journal_applied_it() -> None:
     clock.now = 110.0
     assert [(c.obj["metadata"]["resourceVersion"], c.at) for c in journal.since(0.0)[0]] == \
         [("2", 105.0)]
+
+
+def _job(**changes: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                           "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1",
+                                        "generation": 1, "labels": {"a": "b"}},
+                           "spec": {"replicas": 1}, "status": {"conditions": []}}
+    for path, value in changes.items():
+        *parents, leaf = path.split("__")
+        target = job
+        for part in parents:
+            target = target[part]
+        target[leaf] = value
+    return job
+
+
+@pytest.mark.parametrize(("new", "alone"), [
+    pytest.param(_job(metadata__resourceVersion="2", status__conditions=[{"type": "Running"}]),
+                 True, id="a-status-write"),
+    pytest.param(_job(metadata__resourceVersion="2", metadata__managedFields=[{"m": 1}]),
+                 True, id="managed-fields-and-version-only"),
+    pytest.param(_job(spec={"replicas": 2}), False, id="the-spec"),
+    pytest.param(_job(metadata__labels={"a": "c"}), False, id="a-label"),
+    pytest.param(_job(metadata__deletionTimestamp="now"), False, id="a-deletion"),
+    pytest.param({**_job(), "data": {}}, False, id="another-top-level-field"),
+])
+def test_a_change_of_the_status_alone(new: dict[str, Any], alone: bool) -> None:
+    assert status_only(_job(), new) is alone
+    assert status_only(None, new) is False
+
+
+def test_a_reference_keeps_the_types_of_the_true_conditions() -> None:
+    job = _job(status__conditions=[{"type": "Created", "status": "True"},
+                                   {"type": "Running", "status": "False"}, "junk"])
+    kept = reference(job)
+    assert kept["status"] == {"conditions": [{"type": "Created", "status": "True"}]}
+    assert true_conditions(kept) == {"Created"}
+    assert "status" not in reference(_job())
+    assert true_conditions(reference(_job())) == set()
+
+
+def test_the_journal_marks_changes_of_the_status_alone() -> None:
+    journal = Journal()
+    journal.record([("MODIFIED", pod("a", 1))], status_only=True)
+    journal.record([("MODIFIED", pod("b", 2))])
+    assert [(c.obj["metadata"]["name"], c.status_only) for c in journal.since(0.0)[0]] == \
+        [("a", True), ("b", False)]
 
 
 class ScriptedKube:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,11 +14,11 @@ from functions.core.errors import TemporaryError
 from functions.core.events import ApiEvent, ObjectRef, Operation
 from functions.core.keys import ObjectKey
 from functions.kube import resources
-from functions.kube.gaps import Change
+from functions.kube.gaps import Change, reference, true_conditions
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.outcomes import Outcome, Route
 from functions.runtime.recorder import EventRecorder
-from functions.runtime.registry import Context, Result
+from functions.runtime.registry import Context, FunctionName, Obj, Result
 from tests.runtime.controllers import JOB_LABEL, Calls, recording_controller
 from tests.runtime.test_app import refusing_kube
 
@@ -211,6 +213,32 @@ def test_a_catch_up_leaves_out_what_a_later_pass_or_an_own_write_covered() -> No
     assert calls.keys("status") == [A, B]
     dispatcher.catch_up(resources.PODS, [before, after])
     assert calls.keys("status") == [A, B, A]
+
+
+@pytest.mark.parametrize(("inputs", "conditions", "passes"), [
+    pytest.param({}, [], 1, id="no-rule-takes-every-status-change"),
+    pytest.param({"status": lambda ref: False}, [], 0, id="a-status-change-it-does-not-read"),
+    pytest.param({"status": lambda ref: "Succeeded" in true_conditions(ref)},
+                 [{"type": "Succeeded", "status": "True"}], 1, id="a-status-change-it-reads"),
+])
+def test_a_catch_up_leaves_out_parent_status_changes_the_handler_does_not_read(
+        inputs: dict[FunctionName, Callable[[Obj], bool]], conditions: list[dict[str, str]],
+        passes: int) -> None:
+    calls = Calls()
+    controller = dataclasses.replace(recording_controller(calls), status_inputs=inputs)
+    dispatcher = Dispatcher("status", [controller], lambda: refusing_kube(None), no_recorder)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "3"},
+           "status": {"conditions": conditions}}
+    alone = Change("update", reference(job), time.monotonic(), status_only=True)
+    dispatcher.catch_up(resources.PYTORCHJOBS, [alone])
+    assert calls.keys("status") == [A] * passes
+    # a change of more than the status is always an input; a child's status change too
+    dispatcher.catch_up(resources.PYTORCHJOBS, [dataclasses.replace(
+        alone, status_only=False, at=time.monotonic())])
+    dispatcher.catch_up(resources.PODS, [Change("update", pod("a-0", "a", 4), time.monotonic(),
+                                                status_only=True)])
+    assert calls.keys("status") == [A] * (passes + 2)
 
 
 def _job_event(operation: Operation, version: int,

@@ -181,18 +181,20 @@ class ObjectCache:
     :class:`~functions.kube.client.WriteObserver` so this process's own writes show at once.
 
     With ``on_gap``, what changed around a reset of a watch, and each sweep's older changes,
-    are handed to it (:mod:`functions.kube.gaps`): the resource and the changes."""
+    are handed to it (:mod:`functions.kube.gaps`): the resource and the changes; a sweep
+    waits for ``quiet()``."""
 
     def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
                  on_gap: Callable[[Resource, list[Change]], None] | None = None, *,
-                 sweep_every: float = SWEEP_SECONDS) -> None:
+                 sweep_every: float = SWEEP_SECONDS,
+                 quiet: Callable[[], bool] | None = None) -> None:
         self.kube = kube
         # A client that cannot stream cannot watch: then nothing is cached, all is read.
         self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
         self._informers: dict[tuple[str, str], Informer] = {}
         self._guard = threading.Lock()
         self.on_gap = on_gap
-        self.catch_up = (CatchUp(self._deliver, sweep_every=sweep_every)
+        self.catch_up = (CatchUp(self._deliver, sweep_every=sweep_every, quiet=quiet)
                          if on_gap is not None else None)
         kube.observers.append(self)
 

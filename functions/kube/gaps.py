@@ -26,9 +26,12 @@ is closed, and its reflector may then list again. The functions' own watches go 
 reset tells them. :meth:`CatchUp.watch` therefore also sweeps each journal every
 :data:`SWEEP_SECONDS`: what changed at least :data:`SWEEP_HOLD_SECONDS` ago (time enough for
 its event to come through a busy Broker) is handed over like a gap's changes, and the
-function leaves out what an event or a later pass of its own already covered. A replica that
-shares its Trigger with others sees only its share of the events, so its sweep runs some
-passes another replica already ran; a pass that finds nothing to change writes nothing.
+function leaves out what an event or a later pass of its own already covered. A sweep waits
+until its functions have had no event for :data:`SWEEP_QUIET_SECONDS` (at most
+:data:`SWEEP_DEFER_SECONDS`): a safety net should not compete with a burst for the CPU.
+A replica that shares its Trigger with others sees only its share of the events, so its
+sweep runs some passes another replica already ran; a pass that finds nothing to change
+writes nothing.
 
 This is a safety net for a known loss, not the mechanism: events drive the functions, and
 the periodic resync stays the guarantee (a replica that was not running, or a resource no
@@ -67,6 +70,12 @@ JOURNAL_SECONDS = 150.0
 # before a missing event is taken as lost (a burst's events queue in the Broker for seconds).
 SWEEP_SECONDS = 10.0
 SWEEP_HOLD_SECONDS = 30.0
+# A sweep waits for its functions to be quiet (no event for this long), so that its passes
+# do not compete with a burst's events, but no longer than SWEEP_DEFER_SECONDS.
+SWEEP_QUIET_SECONDS = 2.0
+SWEEP_DEFER_SECONDS = 300.0
+# How often a deferred sweep looks again.
+_DEFERRED_RETRY = 1.0
 JOURNAL_LIMIT = 200_000
 
 
@@ -189,6 +198,7 @@ class _Gap:
     hold: float
     due: list[float] = field(default_factory=list)
     every: float | None = None
+    deferred_since: float | None = None
 
 
 class CatchUp:
@@ -201,7 +211,8 @@ class CatchUp:
                  after: tuple[float, ...] = CATCH_UP_AFTER,
                  lookback: float = LOOKBACK_SECONDS, hold: float = HOLD_SECONDS,
                  merge: float = MERGE_SECONDS, sweep_every: float = SWEEP_SECONDS,
-                 sweep_hold: float = SWEEP_HOLD_SECONDS,
+                 sweep_hold: float = SWEEP_HOLD_SECONDS, quiet: Callable[[], bool] | None = None,
+                 defer_limit: float = SWEEP_DEFER_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.deliver = deliver
         self.after = after
@@ -210,6 +221,8 @@ class CatchUp:
         self.merge = merge
         self.sweep_every = sweep_every
         self.sweep_hold = sweep_hold
+        self.quiet = quiet
+        self.defer_limit = defer_limit
         self.clock = clock
         self._gaps: dict[int, _Gap] = {}
         self._sweeps: dict[int, _Gap] = {}
@@ -233,7 +246,8 @@ class CatchUp:
 
     def watch(self, source: Journaled) -> None:
         """Sweep ``source``'s journal from now on, every :attr:`sweep_every` seconds (no
-        sweep when that is 0)."""
+        sweep when that is 0), each sweep once ``quiet()`` or after :attr:`defer_limit`
+        seconds of waiting for it."""
         if self.sweep_every <= 0:
             return
         now = self.clock()
@@ -296,7 +310,14 @@ class CatchUp:
                 if not gap.due:
                     del self._gaps[ident]
         for sweep in self._sweeps.values():
-            if sweep.due[0] <= now and sweep.every is not None:
-                sweep.due = [now + sweep.every]
-                ready.append((sweep, sweep.scanned_to))
+            if sweep.due[0] > now or sweep.every is None:
+                continue
+            if sweep.deferred_since is None:
+                sweep.deferred_since = now
+            if (self.quiet is not None and now - sweep.deferred_since < self.defer_limit
+                    and not self.quiet()):
+                sweep.due = [now + _DEFERRED_RETRY]
+                continue
+            sweep.due, sweep.deferred_since = [now + sweep.every], None
+            ready.append((sweep, sweep.scanned_to))
         return ready

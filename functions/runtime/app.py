@@ -244,7 +244,7 @@ class FunctionRuntime:
                     if self._cache is not None:
                         self._cache.stop()
                     self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up,
-                                              sweep_every=_sweep_seconds())
+                                              sweep_every=_sweep_seconds(), quiet=self._quiet)
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
@@ -256,6 +256,12 @@ class FunctionRuntime:
         (:mod:`functions.kube.gaps`): each function passes over it."""
         for dispatcher in self.dispatchers:
             dispatcher.catch_up(res, changed)
+
+    def _quiet(self) -> bool:
+        """Whether no function of this process has had an event for a moment (a sweep of the
+        journals waits for that, :mod:`functions.kube.gaps`)."""
+        from functions.kube.gaps import SWEEP_QUIET_SECONDS
+        return all(d.quiet(SWEEP_QUIET_SECONDS) for d in self.dispatchers)
 
     def behind(self, event: ApiEvent) -> bool:
         """Whether the watch cache has not caught up with ``event`` within a moment: then the

@@ -51,11 +51,17 @@ from functions.runtime.outcomes import (
     Outcome,
     Route,
     RouteId,
-    _lock_id,
     combine,
     route_id,
 )
-from functions.runtime.passes import Coalescer, KeyLocks, OwnWrites, RequeueTimers
+from functions.runtime.passes import (
+    Coalescer,
+    KeyLocks,
+    OwnWrites,
+    PassTimes,
+    RequeueTimers,
+    SeenVersions,
+)
 from functions.runtime.registry import Context, Controller, FunctionName, Obj, Reader, Result
 
 if TYPE_CHECKING:
@@ -99,6 +105,7 @@ class Dispatcher:
         self.not_sent = not_sent
         self.seen = SeenVersions()
         self.passed = PassTimes()
+        self.last_event = float("-inf")   # time.monotonic() of the latest event
         self.own_writes = OwnWrites()
 
     # -- routing ----------------------------------------------------------------------------
@@ -146,6 +153,7 @@ class Dispatcher:
     def handle(self, event: ApiEvent, *, fresh: bool = False) -> Outcome:
         """Run what ``event`` concerns; ``fresh``: read from the API server, not the reader
         (the reader has not caught up with this event)."""
+        self.last_event = time.monotonic()
         if event.operation == "resync":
             return self.resync()
         if event.ref is not None and event.object is not None:
@@ -265,6 +273,10 @@ class Dispatcher:
             if outcome.retriable:
                 self.timers.schedule(route, outcome.retry_after)
 
+    def quiet(self, seconds: float) -> bool:
+        """Whether no event has come for ``seconds``."""
+        return time.monotonic() - self.last_event >= seconds
+
     def _is_input(self, route: Route, res: Resource, change: Change) -> bool:
         """Whether ``change`` is an input of ``route``'s handler in this function: a change of
         the parent's status alone is one only if its controller says so."""
@@ -324,55 +336,6 @@ class Dispatcher:
             return combine(outcomes) if outcomes else Outcome("ok")
         finally:
             self._resync_guard.release()
-
-
-class SeenVersions:
-    """The newest version of each object an event brought, by object (any API version of its
-    kind, as routes are; bounded: when full, it starts over, which only costs a catch-up some
-    passes it could have left out)."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self.limit = limit
-        self._versions: dict[tuple[str, str, str, str], int] = {}
-        self._guard = threading.Lock()
-
-    def saw(self, key: ObjectKey, version: int | None) -> None:
-        if version is None:
-            return
-        ident = _lock_id(key)
-        with self._guard:
-            if len(self._versions) >= self.limit:
-                self._versions.clear()
-            if self._versions.get(ident, 0) < version:
-                self._versions[ident] = version
-
-    def has(self, key: ObjectKey, version: int | None) -> bool:
-        if version is None:
-            return False
-        with self._guard:
-            return self._versions.get(_lock_id(key), 0) >= version
-
-
-class PassTimes:
-    """When the latest pass of each route that ran to its end started (``time.monotonic``,
-    the journal's clock); bounded like :class:`SeenVersions`."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self.limit = limit
-        self._started: dict[RouteId, float] = {}
-        self._guard = threading.Lock()
-
-    def ran(self, ident: RouteId, started: float) -> None:
-        with self._guard:
-            if len(self._started) >= self.limit:
-                self._started.clear()
-            if self._started.get(ident, started) <= started:
-                self._started[ident] = started
-
-    def since(self, ident: RouteId, moment: float) -> bool:
-        """Whether a pass of ``ident`` that started after ``moment`` has run."""
-        with self._guard:
-            return self._started.get(ident, float("-inf")) > moment
 
 
 def _key_of(res: Resource, obj: Obj) -> ObjectKey:

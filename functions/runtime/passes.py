@@ -212,3 +212,52 @@ class OwnWrites:
                 return False
             del self._versions[ident]
             return True
+
+
+class SeenVersions:
+    """The newest version of each object an event brought, by object (any API version of its
+    kind, as routes are; bounded: when full, it starts over, which only costs a catch-up some
+    passes it could have left out)."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._versions: dict[tuple[str, str, str, str], int] = {}
+        self._guard = threading.Lock()
+
+    def saw(self, key: ObjectKey, version: int | None) -> None:
+        if version is None:
+            return
+        ident = _lock_id(key)
+        with self._guard:
+            if len(self._versions) >= self.limit:
+                self._versions.clear()
+            if self._versions.get(ident, 0) < version:
+                self._versions[ident] = version
+
+    def has(self, key: ObjectKey, version: int | None) -> bool:
+        if version is None:
+            return False
+        with self._guard:
+            return self._versions.get(_lock_id(key), 0) >= version
+
+
+class PassTimes:
+    """When the latest pass of each route that ran to its end started (``time.monotonic``,
+    the journal's clock); bounded like :class:`SeenVersions`."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._started: dict[RouteId, float] = {}
+        self._guard = threading.Lock()
+
+    def ran(self, ident: RouteId, started: float) -> None:
+        with self._guard:
+            if len(self._started) >= self.limit:
+                self._started.clear()
+            if self._started.get(ident, started) <= started:
+                self._started[ident] = started
+
+    def since(self, ident: RouteId, moment: float) -> bool:
+        """Whether a pass of ``ident`` that started after ``moment`` has run."""
+        with self._guard:
+            return self._started.get(ident, float("-inf")) > moment

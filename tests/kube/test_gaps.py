@@ -212,6 +212,24 @@ def test_a_watched_journal_is_swept_for_changes_older_than_the_hold(
     assert hand_over.pending() == 0                     # no reset's hand-over is due
 
 
+@pytest.mark.parametrize(("quiet_after", "defer_limit"), [
+    pytest.param(0.8, 60.0, id="until-quiet"),
+    pytest.param(None, 0.8, id="until-the-limit"),
+])
+def test_a_sweep_waits_for_its_functions_to_be_quiet(
+        deliveries: Deliveries, catch_up: Callable[..., CatchUp], quiet_after: float | None,
+        defer_limit: float) -> None:
+    started = time.monotonic()
+    source = Source()
+    hand_over = catch_up(sweep_every=0.2, sweep_hold=0.0, defer_limit=defer_limit,
+                         quiet=lambda: quiet_after is not None
+                         and time.monotonic() - started >= quiet_after)
+    hand_over.watch(source)
+    source.journal.record(added(pod("a", 1)))
+    assert deliveries.wait(1) == [["a"]]
+    assert time.monotonic() - started >= 0.8
+
+
 def test_a_sweep_every_zero_sweeps_nothing(
         deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
     source = Source()

@@ -230,10 +230,18 @@ def test_readme_build_times_are_the_committed_build_records() -> None:
 def test_readme_sweep_figures_are_the_informers() -> None:
     """README and eventing/README.md: how often the informers sweep their journals and how
     old a change no event brought must be."""
-    from functions.kube.gaps import SWEEP_HOLD_SECONDS, SWEEP_SECONDS
+    from functions.kube.gaps import (
+        SWEEP_DEFER_SECONDS,
+        SWEEP_HOLD_SECONDS,
+        SWEEP_QUIET_SECONDS,
+        SWEEP_SECONDS,
+    )
 
     eventing = " ".join((REPO / "eventing" / "README.md").read_text().split())
     for text in (README, eventing):
         assert f"sweep their journals every {SWEEP_SECONDS:.0f} s" in text
     assert f"a change no event brought within {SWEEP_HOLD_SECONDS:.0f} s" in README
+    assert f"has had no event for {SWEEP_QUIET_SECONDS:.0f} s" in README
     assert f"what changed at least {SWEEP_HOLD_SECONDS:.0f} s before" in eventing
+    assert (f"have had no event for {SWEEP_QUIET_SECONDS:.0f} s (at most "
+            f"{SWEEP_DEFER_SECONDS:.0f} s)") in eventing

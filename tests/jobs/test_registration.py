@@ -13,6 +13,8 @@ from functions.api.store import KINDS as API_KINDS
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS, GROUP, Framework
 from functions.kube import resources
+from functions.kube.gaps import reference
+from functions.runtime.registry import FunctionName
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -106,3 +108,41 @@ def test_crds_and_samples_exist_for_every_kind() -> None:
         sample = yaml.safe_load((REPO / "config" / "samples" / f"{fw.kind.lower()}.yaml")
                                 .read_text())
         assert (sample["apiVersion"], sample["kind"]) == (fw.api_version, fw.kind)
+
+
+def _with_true(*types: str) -> Obj:
+    """A job as the informers' journal keeps it, with these conditions true."""
+    return reference({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                      "metadata": {"name": "j", "namespace": "ns"},
+                      "status": {"conditions": [{"type": t, "status": "True"} for t in types]
+                                 + [{"type": "Running", "status": "False"}]}})
+
+
+@pytest.mark.parametrize(("true", "reads"), [
+    pytest.param((), {"status": False, "reconcile": False, "gc": False, "queue": False},
+                 id="no-condition"),
+    pytest.param(("Created", "Running"),
+                 {"status": False, "reconcile": False, "gc": False, "queue": False},
+                 id="created-running"),
+    pytest.param(("Restarting",), {"status": False, "reconcile": True, "gc": False,
+                                   "queue": False}, id="restarting"),
+    pytest.param(("Succeeded",), {"status": False, "reconcile": True, "gc": True,
+                                  "queue": True}, id="succeeded"),
+    pytest.param(("Failed",), {"status": False, "reconcile": True, "gc": True, "queue": True},
+                 id="failed"),
+])
+def test_which_job_status_changes_each_function_reads(true: tuple[str, ...],
+                                                       reads: dict[str, bool]) -> None:
+    """A sweep (functions.kube.gaps) hands a job's status-only change to a function only when
+    its handler acts on it: reconcile restarts pods and cleans up, gc and the queue act on an
+    ended job, and the status function derives the status itself."""
+    from functions.api.queue_controller import CONTROLLERS as QUEUE_CONTROLLERS
+
+    ref = _with_true(*true)
+    for controller in CONTROLLERS:
+        functions: tuple[FunctionName, ...] = ("status", "reconcile", "gc")
+        found = {function: controller.status_inputs[function](ref) for function in functions}
+        assert found == {k: reads[k] for k in found}, controller.name
+    for controller in QUEUE_CONTROLLERS:
+        if controller.parent.group == GROUP:
+            assert controller.status_inputs["reconcile"](ref) is reads["queue"], controller.name

@@ -231,6 +231,7 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     """README and eventing/README.md: how often the informers sweep their journals and how
     old a change no event brought must be."""
     from functions.kube.gaps import (
+        JOURNAL_SECONDS,
         SWEEP_DEFER_SECONDS,
         SWEEP_HOLD_SECONDS,
         SWEEP_QUIET_SECONDS,
@@ -245,3 +246,4 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     assert f"what changed at least {SWEEP_HOLD_SECONDS:.0f} s before" in eventing
     assert (f"have had no event for {SWEEP_QUIET_SECONDS:.0f} s (at most "
             f"{SWEEP_DEFER_SECONDS:.0f} s)") in eventing
+    assert f"a journal of the changes it applied (the last {JOURNAL_SECONDS:.0f} s" in eventing

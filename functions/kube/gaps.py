@@ -64,8 +64,6 @@ LOOKBACK_SECONDS = 5.0
 HOLD_SECONDS = 4.0
 # Hand-overs of one watch closer together than this are one (resets come in bursts).
 MERGE_SECONDS = 1.0
-# How long the journal keeps a change: past the widest interval between hand-overs.
-JOURNAL_SECONDS = 150.0
 # The sweep of every journal (:meth:`CatchUp.watch`): how often, and how old a change must be
 # before a missing event is taken as lost (a burst's events queue in the Broker for seconds).
 SWEEP_SECONDS = 10.0
@@ -75,7 +73,10 @@ SWEEP_HOLD_SECONDS = 30.0
 SWEEP_QUIET_SECONDS = 2.0
 SWEEP_DEFER_SECONDS = 300.0
 # How often a deferred sweep looks again.
-_DEFERRED_RETRY = 1.0
+DEFERRED_RETRY_SECONDS = 1.0
+# How long the journal keeps a change: past the widest interval between hand-overs (a
+# reset's last one, and a sweep that waited as long as it may).
+JOURNAL_SECONDS = 400.0
 JOURNAL_LIMIT = 200_000
 
 
@@ -316,7 +317,7 @@ class CatchUp:
                 sweep.deferred_since = now
             if (self.quiet is not None and now - sweep.deferred_since < self.defer_limit
                     and not self.quiet()):
-                sweep.due = [now + _DEFERRED_RETRY]
+                sweep.due = [now + DEFERRED_RETRY_SECONDS]
                 continue
             sweep.due, sweep.deferred_since = [now + sweep.every], None
             ready.append((sweep, sweep.scanned_to))

@@ -16,6 +16,13 @@ from functions.kube import resources
 from functions.kube.cache import CacheSpec, Informer
 from functions.kube.client import ApiError
 from functions.kube.gaps import (
+    CATCH_UP_AFTER,
+    DEFERRED_RETRY_SECONDS,
+    JOURNAL_SECONDS,
+    LOOKBACK_SECONDS,
+    SWEEP_DEFER_SECONDS,
+    SWEEP_HOLD_SECONDS,
+    SWEEP_SECONDS,
     CatchUp,
     Change,
     Journal,
@@ -228,6 +235,15 @@ def test_a_sweep_waits_for_its_functions_to_be_quiet(
     source.journal.record(added(pod("a", 1)))
     assert deliveries.wait(1) == [["a"]]
     assert time.monotonic() - started >= 0.8
+
+
+def test_the_journal_keeps_what_the_latest_hand_over_reaches_back_to() -> None:
+    """A reset's last hand-over reaches back to shortly before the reset; a sweep that waited
+    as long as it may, to where the previous one stopped (its hold, its period and the wait
+    before it)."""
+    assert max(CATCH_UP_AFTER) + LOOKBACK_SECONDS < JOURNAL_SECONDS
+    assert JOURNAL_SECONDS > (SWEEP_HOLD_SECONDS + SWEEP_SECONDS + SWEEP_DEFER_SECONDS
+                              + DEFERRED_RETRY_SECONDS)
 
 
 def test_a_sweep_every_zero_sweeps_nothing(

@@ -249,14 +249,20 @@ def finished(ref: Obj) -> bool:
     return bool(true_conditions(ref) & {c.SUCCEEDED, c.FAILED})
 
 
-# Which changes of a job's status alone each function reads: status derives the status from
-# the spec and the pods (its own writes are its output); reconcile acts on a job that is
-# restarting or has ended; gc only on an ended job.
+# Which changes of a job's status alone each function reads (the others leave them out, and
+# their events too): status derives the status from the spec and the pods (its own writes are
+# its output); reconcile acts on a job that is restarting or has ended; gc only on an ended
+# job. Reconcile is not sent pod updates: it learns of a pod's change through the status that
+# change brings about, so it must read every status change it acts on.
 STATUS_INPUTS: dict[FunctionName, Callable[[Obj], bool]] = {
     "status": lambda ref: False,
     "reconcile": lambda ref: finished(ref) or c.RESTARTING in true_conditions(ref),
     "gc": finished,
 }
+# An MPIJob's reconcile reads every status change: its hostfile lists the workers that run,
+# which it hears of through the status's replica counts.
+MPI_STATUS_INPUTS: dict[FunctionName, Callable[[Obj], bool]] = {
+    name: takes for name, takes in STATUS_INPUTS.items() if name != "reconcile"}
 
 
 def _label_parent(fw: Framework) -> Callable[[Obj], ObjectKey | None]:
@@ -316,7 +322,7 @@ def controller_for(fw: Framework) -> Controller:
         # gc reads children only for finished jobs with a clean-up policy: no cache for them.
         cached={"reconcile": (jobs, *JOB_CHILDREN), "status": (jobs, JOB_CHILDREN[0]),
                 "gc": (jobs,)},
-        status_inputs=STATUS_INPUTS,
+        status_inputs=MPI_STATUS_INPUTS if fw.kind == "MPIJob" else STATUS_INPUTS,
     )
 
 

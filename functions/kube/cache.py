@@ -40,7 +40,7 @@ from functions.kube.gaps import (
     Journaled,
     status_only,
 )
-from functions.kube.store import Obj, Store
+from functions.kube.store import Key, Obj, Store, key_of, version_of
 
 if TYPE_CHECKING:
     from functions.kube.client import KubeClient
@@ -57,11 +57,15 @@ class CacheSpec:
     :param selector: label selector of the LIST and WATCH (only those objects are held).
     :param index_label: a ``list`` in one namespace with the selector ``<index_label>=<value>``
         is answered from the cache.
+    :param status_changes: tell a change of an object's ``status`` alone from the others
+        (:meth:`Informer.status_alone`; set for the controllers' parent kinds, whose status
+        is mostly the functions' own output).
     """
 
     resource: Resource
     selector: str | None = None
     index_label: str | None = None
+    status_changes: bool = False
 
 
 class Informer:
@@ -75,6 +79,11 @@ class Informer:
     error status) or one that ended within :attr:`short_watch_seconds` with no event (client-go's
     "very short watch"). A watch that ran and ended is resumed by a reflector from its last
     version, as here, and loses nothing.
+
+    With ``spec.status_changes`` it also keeps, per object, the last state the watch (or a
+    list) delivered and whether the watch's latest change of it touched its ``status`` alone.
+    That is compared with what the watch delivered before, never with the store, which may
+    hold this process's own write of the same version.
     """
 
     max_backoff = 30.0
@@ -90,6 +99,9 @@ class Informer:
         self.journal = Journal()
         self.on_reset = on_reset
         self.synced = threading.Event()
+        # (namespace, name) -> the last state delivered, and whether its change was to the
+        # status alone (only with spec.status_changes)
+        self._delivered: dict[Key, tuple[Obj, bool]] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -142,6 +154,9 @@ class Informer:
             items.extend(page.get("items") or [])
             query_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
         changed = self.store.replace(items, query_version)
+        if self.spec.status_changes:   # what changed between the watches is not known
+            kind = {"apiVersion": res.api_version, "kind": res.kind}   # as the watch has them
+            self._delivered = {key_of(item): ({**kind, **item}, False) for item in items}
         if self.synced.is_set():   # a re-list: what it changed was not seen as events
             self.journal.record(changed)
         return query_version
@@ -163,10 +178,7 @@ class Informer:
                 from functions.kube.client import ApiError
                 raise ApiError(int(obj.get("code") or 500), str(obj.get("reason") or ""),
                                str(obj.get("message") or "watch error"))
-            meta = obj.get("metadata") or {}
-            alone = kind == "MODIFIED" and status_only(
-                self.store.get(str(meta.get("namespace") or ""), str(meta.get("name") or "")),
-                obj)
+            alone = self._delivery(str(kind), obj)
             self.store.apply(str(kind), obj)
             if kind != "BOOKMARK":
                 self.journal.record(((str(kind), obj),), status_only=alone)
@@ -174,6 +186,32 @@ class Informer:
             if self._stopping.is_set():
                 break
         return version, count
+
+    def _delivery(self, kind: str, obj: Obj) -> bool:
+        """Keep what the watch delivered; whether it changed the object's status alone."""
+        if not self.spec.status_changes:
+            return False
+        key = key_of(obj)
+        if kind == "DELETED":
+            self._delivered.pop(key, None)
+            return False
+        if kind not in ("ADDED", "MODIFIED"):
+            return False
+        before = self._delivered.get(key)
+        old, new = (version_of(before[0]) if before else None), version_of(obj)
+        alone = (kind == "MODIFIED" and before is not None and old is not None
+                 and new is not None and old < new and status_only(before[0], obj))
+        self._delivered[key] = (obj, alone)
+        return alone
+
+    def status_alone(self, obj: Obj) -> bool:
+        """Whether the watch's latest change of ``obj`` is ``obj``'s version and touched its
+        ``status`` alone (false when not known: another version, or no ``status_changes``)."""
+        latest = self._delivered.get(key_of(obj))
+        if latest is None or not latest[1]:
+            return False
+        version = version_of(obj)
+        return version is not None and version_of(latest[0]) == version
 
 
 class ObjectCache:
@@ -251,6 +289,13 @@ class ObjectCache:
         if not informer.synced.is_set():
             return False
         return informer.store.caught_up(obj, timeout)
+
+    def status_alone(self, res: Resource, obj: Obj) -> bool:
+        """Whether ``obj`` (from an event) is the latest change the watch of ``res`` applied
+        and that change touched its status alone (:meth:`Informer.status_alone`)."""
+        informer = self.informer(res, start=False)
+        return (informer is not None and informer.synced.is_set()
+                and informer.status_alone(obj))
 
     def reached(self, resources: Iterable[Resource], version: int, timeout: float) -> bool:
         """Whether the watches of ``resources`` (those cached) have all got to ``version``."""

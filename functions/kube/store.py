@@ -25,7 +25,7 @@ def version_of(obj: Obj) -> int | None:
         return None
 
 
-def _key(obj: Obj) -> Key:
+def key_of(obj: Obj) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
@@ -114,7 +114,7 @@ class Store:
         version = version_of(obj)
         if version is None:
             return True
-        key = _key(obj)
+        key = key_of(obj)
         deadline = time.monotonic() + timeout
         with self._lock:
             while True:
@@ -139,7 +139,7 @@ class Store:
             self._gone.clear()
             changed: list[tuple[str, Obj]] = []
             for item in items:
-                key = _key(item)
+                key = key_of(item)
                 obj = self._complete(item)
                 self._put(key, obj)
                 old = before.pop(key, None)
@@ -166,7 +166,7 @@ class Store:
             self._progress.notify_all()
             if event_type == "BOOKMARK":
                 return
-            key = _key(obj)
+            key = key_of(obj)
             held = self._version(key)
             if event_type == "DELETED":
                 if held is None or version is None or held <= version:
@@ -181,7 +181,7 @@ class Store:
         version = version_of(obj)
         if version is None:
             return False
-        key = _key(obj)
+        key = key_of(obj)
         with self._lock:
             held = self._version(key)
             floor = held if held is not None else max(self.high_water, self._gone.get(key, 0))
@@ -196,7 +196,7 @@ class Store:
         version = version_of(obj)
         if version is None:
             return False
-        key = _key(obj)
+        key = key_of(obj)
         with self._lock:
             held = self._version(key)
             if held is not None and held > version:

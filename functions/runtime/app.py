@@ -37,6 +37,14 @@ from typing import TYPE_CHECKING
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from functions.runtime.assembly import (
+    cache_specs,
+    child_caches,
+    controller_modules,
+    event_hold,
+    source_settle,
+    sweep_seconds,
+)
 from functions.runtime.endpoint import (
     Answer,
     EventEndpoint,
@@ -82,40 +90,6 @@ _WARM_MODULES = ("functions.core.events", "functions.runtime.dispatch",
                  "functions.runtime.recorder")
 
 KubeFactory = Callable[["RequestHook"], "KubeClient"]
-
-
-def _controller_modules() -> tuple[str, ...]:
-    """``FUNCTIONS_CONTROLLER_MODULES`` (comma-separated) overrides the registry's list."""
-    from functions.runtime.registry import CONTROLLER_MODULES
-
-    override = os.environ.get("FUNCTIONS_CONTROLLER_MODULES")
-    if override is None:
-        return CONTROLLER_MODULES
-    return tuple(name.strip() for name in override.split(",") if name.strip())
-
-
-def _source_settle() -> float:
-    """``FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS`` overrides how long a restarted adapter runs
-    before the resync that catches up on its gap (:mod:`functions.core.event_sources`)."""
-    from functions.core.event_sources import SETTLE_SECONDS
-
-    return float(os.environ.get("FUNCTIONS_EVENT_SOURCE_SETTLE_SECONDS", SETTLE_SECONDS))
-
-
-def _sweep_seconds() -> float:
-    """How often the informers sweep their journals for changes no event brought
-    (:mod:`functions.kube.gaps`); ``FUNCTIONS_SWEEP_SECONDS`` overrides it (0: never)."""
-    from functions.kube.gaps import SWEEP_SECONDS
-
-    return float(os.environ.get("FUNCTIONS_SWEEP_SECONDS", SWEEP_SECONDS))
-
-
-def _event_hold() -> float:
-    """The longest a ``Normal`` Event waits for the function to be idle
-    (:mod:`functions.runtime.recorder`); ``FUNCTIONS_EVENT_HOLD_SECONDS`` overrides it."""
-    from functions.runtime.recorder import HOLD_SECONDS
-
-    return float(os.environ.get("FUNCTIONS_EVENT_HOLD_SECONDS", HOLD_SECONDS))
 
 
 def _default_kube_factory(on_request: RequestHook) -> KubeClient:
@@ -177,18 +151,18 @@ class FunctionRuntime:
             from functions.runtime.registry import load_controllers
 
             controllers = (list(self._given_controllers) if self._given_controllers is not None
-                           else load_controllers(_controller_modules()))
+                           else load_controllers(controller_modules()))
             if os.environ.get("FUNCTIONS_CACHE", "on") != "off":
-                self.cache_specs = _cache_specs(controllers, self.functions)
+                self.cache_specs = cache_specs(controllers, self.functions)
                 unsent = {kind for name in self.functions
                           for kind in UNSENT_CHILD_UPDATES.get(name, ())}
-                self._child_caches = _child_caches(controllers, self.cache_specs, unsent)
+                self._child_caches = child_caches(controllers, self.cache_specs, unsent)
             metrics = self.metrics()
             locks = KeyLocks() if len(self.functions) > 1 else None
             self.dispatchers = [
                 Dispatcher(name, controllers, self.kube, self.recorder, reader=self.reader,
                            locks=locks, observer=metrics, resync_workers=self.resync_workers,
-                           source_settle=_source_settle(),
+                           source_settle=source_settle(),
                            not_sent=NOT_SENT.get(name, frozenset()))
                 for name in self.functions]
             self.reader()
@@ -244,7 +218,7 @@ class FunctionRuntime:
                     if self._cache is not None:
                         self._cache.stop()
                     self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up,
-                                              sweep_every=_sweep_seconds(), quiet=self._quiet)
+                                              sweep_every=sweep_seconds(), quiet=self._quiet)
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
@@ -263,23 +237,31 @@ class FunctionRuntime:
         from functions.kube.gaps import SWEEP_QUIET_SECONDS
         return all(d.quiet(SWEEP_QUIET_SECONDS) for d in self.dispatchers)
 
-    def behind(self, event: ApiEvent) -> bool:
-        """Whether the watch cache has not caught up with ``event`` within a moment: then the
-        event's passes read the API server."""
+    def view(self, event: ApiEvent) -> tuple[bool, bool]:
+        """How ``event``'s passes read, and whether it changed its object's status alone.
+
+        ``fresh``: the watch cache has not caught up with ``event`` within a moment, so its
+        passes read the API server. ``status_alone``: the cache has it as the watch's latest
+        change of a parent, which touched the parent's status alone (the functions' own output,
+        mostly); a function whose handlers do not read that status leaves it out
+        (``Controller.status_inputs``), and then waits for no child's watch either."""
         if self._cache is None or event.object is None or event.ref is None:
-            return False
+            return False, False
         from functions.kube.resources import known
         from functions.kube.store import version_of
         res = known(event.ref.api_version, event.ref.kind)
         if res is None:
-            return False
+            return False, False
         if not self._cache.caught_up(res, event.object, CATCH_UP_SECONDS):
-            return True
+            return True, False
+        alone = event.operation == "update" and self._cache.status_alone(res, event.object)
+        if alone and not any(d.reads_status(event) for d in self.dispatchers):
+            return False, True
         children = self._child_caches.get((res.group, res.kind), [])
         version = version_of(event.object)
         # A new parent has no children's changes behind it.
         return (bool(children) and event.operation != "add" and version is not None
-                and not self._cache.reached(children, version, CHILD_BARRIER_SECONDS))
+                and not self._cache.reached(children, version, CHILD_BARRIER_SECONDS)), alone
 
     def recorder(self) -> EventRecorder:
         kube = self.kube()
@@ -288,7 +270,7 @@ class FunctionRuntime:
                 from functions.runtime.recorder import EventRecorder
                 self._recorder = EventRecorder(kube, f"odh-training-{self.function}",
                                                background=True, busy=self._busy,
-                                               hold_seconds=_event_hold())
+                                               hold_seconds=event_hold())
             return self._recorder
 
     def _busy(self) -> bool:
@@ -312,37 +294,12 @@ class FunctionRuntime:
             metrics.event(self.function, "", "", "invalid")
             log.info("rejected an event (%s): %s", exc.status, exc.reason)
             return problem_answer(exc.status, exc.reason)
-        fresh = self.behind(event)
-        outcome = combine([dispatcher.handle(event, fresh=fresh)
+        fresh, alone = self.view(event)
+        outcome = combine([dispatcher.handle(event, fresh=fresh, status_alone=alone)
                            for dispatcher in self.dispatchers])
         kind = event.ref.kind if event.ref is not None else ""
         metrics.event(self.function, event.type, kind, outcome.kind)
         return outcome_answer(outcome)
-
-
-def _child_caches(controllers: Sequence[Controller], specs: Sequence[CacheSpec],
-                  unsent: set[str]) -> dict[tuple[str, str], list[Resource]]:
-    """Per parent (group, kind), the cached resources of its children of the ``unsent``
-    kinds."""
-    found: dict[tuple[str, str], list[Resource]] = {}
-    for controller in controllers:
-        kinds = {(child.api_version.rpartition("/")[0], child.kind)
-                 for child in controller.children if child.kind in unsent}
-        cached = [s.resource for s in specs if (s.resource.group, s.resource.kind) in kinds]
-        if cached:
-            found[(controller.parent.group, controller.parent.kind)] = cached
-    return found
-
-
-def _cache_specs(controllers: Sequence[Controller],
-                 functions: Sequence[FunctionName]) -> list[CacheSpec]:
-    """The cached resources of these functions, one spec per resource (the first declared)."""
-    found: dict[tuple[str, str], CacheSpec] = {}
-    for controller in controllers:
-        for function in functions:
-            for spec in controller.cached.get(function, ()):
-                found.setdefault((spec.resource.group, spec.resource.plural), spec)
-    return list(found.values())
 
 
 def problem(status: int, detail: str, *, retry_after: float | None = None,

@@ -43,6 +43,7 @@ from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
 from functions.kube import resources
 from functions.kube.client import ApiError
+from functions.kube.gaps import reference
 from functions.kube.store import version_of
 from functions.runtime.outcomes import (
     BUG_RETRY_AFTER,
@@ -71,6 +72,16 @@ if TYPE_CHECKING:
     from functions.runtime.recorder import EventRecorder
 
 log = logging.getLogger(__name__)
+
+class _Kinded(Protocol):
+    """A resource, or an event's object reference: what ``Controller.owns`` needs."""
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
 
 class Observer(Protocol):
     """Receives one call per handler run (for metrics)."""
@@ -150,9 +161,12 @@ class Dispatcher:
 
     # -- running ------------------------------------------------------------------------------
 
-    def handle(self, event: ApiEvent, *, fresh: bool = False) -> Outcome:
+    def handle(self, event: ApiEvent, *, fresh: bool = False,
+               status_alone: bool = False) -> Outcome:
         """Run what ``event`` concerns; ``fresh``: read from the API server, not the reader
-        (the reader has not caught up with this event)."""
+        (the reader has not caught up with this event); ``status_alone``: the event's change
+        touched its parent's status alone, which leaves out the handlers that do not read it
+        (``Controller.status_inputs``)."""
         self.last_event = time.monotonic()
         if event.operation == "resync":
             return self.resync()
@@ -170,7 +184,22 @@ class Dispatcher:
             return Outcome("retry", str(exc), exc.retry_after, 0, "temporary")
         if not routes:
             return Outcome("ignored", "no controller handles this object")
+        if status_alone and event.ref is not None and event.object is not None:
+            kind, ref = event.ref, reference(event.object)
+            routes = [r for r in routes if self._takes_status(r.controller, kind, ref)]
+            if not routes:
+                return Outcome("ignored", "a change of the status alone, which this "
+                               "function's handlers do not read")
         return combine([self.run(route, fresh=fresh) for route in routes])
+
+    def reads_status(self, event: ApiEvent) -> bool:
+        """Whether a handler of this function reads the status ``event`` brings, when its
+        change touched the status of its object (a parent) alone."""
+        if event.ref is None or event.object is None:
+            return True
+        ref = reference(event.object)
+        return any(self._takes_status(c, event.ref, ref) for c in self.controllers
+                   if c.owns(event.ref.api_version, event.ref.kind))
 
     def run(self, route: Route, *, fresh: bool = False) -> Outcome:
         """Run one handler pass for ``route`` (or share one, see :class:`Coalescer`); never
@@ -280,10 +309,16 @@ class Dispatcher:
     def _is_input(self, route: Route, res: Resource, change: Change) -> bool:
         """Whether ``change`` is an input of ``route``'s handler in this function: a change of
         the parent's status alone is one only if its controller says so."""
-        if not change.status_only or not route.controller.owns(res.api_version, res.kind):
+        return not change.status_only or self._takes_status(route.controller, res, change.obj)
+
+    def _takes_status(self, controller: Controller, kind: _Kinded, ref: Obj) -> bool:
+        """Whether ``controller``'s handler in this function reads a status-only change of an
+        object of ``kind`` (a :func:`~functions.kube.gaps.reference` of it): always for a
+        child, for its parent only if ``status_inputs`` says so."""
+        if not controller.owns(kind.api_version, kind.kind):
             return True
-        takes = route.controller.status_inputs.get(self.function)
-        return takes is None or takes(change.obj)
+        takes = controller.status_inputs.get(self.function)
+        return takes is None or takes(ref)
 
     # -- resync -------------------------------------------------------------------------------
 

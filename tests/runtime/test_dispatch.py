@@ -241,6 +241,38 @@ def test_a_catch_up_leaves_out_parent_status_changes_the_handler_does_not_read(
     assert calls.keys("status") == [A] * (passes + 2)
 
 
+@pytest.mark.parametrize(("inputs", "conditions", "status_alone", "passes"), [
+    pytest.param({"reconcile": lambda ref: False}, [], True, 0,
+                 id="a-status-change-it-does-not-read"),
+    pytest.param({"reconcile": lambda ref: "Succeeded" in true_conditions(ref)},
+                 [{"type": "Succeeded", "status": "True"}], True, 1,
+                 id="a-status-change-it-reads"),
+    pytest.param({"reconcile": lambda ref: "Succeeded" in true_conditions(ref)},
+                 [{"type": "Succeeded", "status": "False"}], True, 0,
+                 id="a-false-condition-is-not-read-as-true"),
+    pytest.param({}, [], True, 1, id="no-rule-takes-every-status-change"),
+    pytest.param({"reconcile": lambda ref: False}, [], False, 1,
+                 id="a-change-of-more-than-the-status"),
+])
+def test_an_event_of_a_parent_status_change_runs_only_handlers_that_read_it(
+        inputs: dict[FunctionName, Callable[[Obj], bool]], conditions: list[dict[str, str]],
+        status_alone: bool, passes: int) -> None:
+    calls = Calls()
+    controller = dataclasses.replace(recording_controller(calls), status_inputs=inputs)
+    dispatcher = Dispatcher("reconcile", [controller], lambda: refusing_kube(None),
+                            no_recorder)
+    event = _job_event("update", 7)
+    assert event.object is not None
+    event.object["status"] = {"conditions": conditions}
+    outcome = dispatcher.handle(event, status_alone=status_alone)
+    assert calls.keys("reconcile") == [A] * passes
+    assert outcome.kind == ("ok" if passes else "ignored")
+    if status_alone:
+        assert dispatcher.reads_status(event) is bool(passes)
+    # its version counts as seen: a sweep does not run it again
+    assert dispatcher.seen.has(A, 7)
+
+
 def _job_event(operation: Operation, version: int,
                api_version: str = "kubeflow.org/v1") -> ApiEvent:
     job = {"apiVersion": api_version, "kind": "PyTorchJob",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from functions.core.errors import TemporaryError
 from functions.jobs.core.frameworks import PYTORCH
 from functions.jobs.core.planning import Plan
 from functions.jobs.writes import RECONCILE_MANAGER, execute
@@ -32,8 +33,8 @@ def _answer(status: int, body: Obj) -> Response:
 class NameTaken:
     """Refuses every create with 409; reads show the holder with ``owners``."""
 
-    def __init__(self, owners: list[Obj]) -> None:
-        self.owners = owners
+    def __init__(self, owners: list[Obj] | None) -> None:
+        self.owners = owners   # None: nothing holds the name any more
         self.writes: list[tuple[str, str]] = []
 
     def refresh_credentials(self) -> None:
@@ -48,10 +49,13 @@ class NameTaken:
             self.writes.append((request.method, request.path))
             return _answer(409, {"reason": "AlreadyExists", "message": "already exists"})
         if request.method == "GET" and "/services/" in request.path:
+            if self.owners is None:
+                return _answer(404, {"reason": "NotFound", "message": "not found"})
             return _answer(200, self.holder(request.path.rsplit("/", 1)[-1], "Service"))
         if request.method == "GET" and request.path.endswith("/pods"):
             name = request.query["fieldSelector"].removeprefix("metadata.name=")
-            return _answer(200, {"items": [self.holder(name, "Pod")], "metadata": {}})
+            items = [] if self.owners is None else [self.holder(name, "Pod")]
+            return _answer(200, {"items": items, "metadata": {}})
         self.writes.append((request.method, request.path))
         return _answer(500, {"message": "unexpected"})
 
@@ -95,3 +99,17 @@ def test_create_meeting_a_taken_name(owners: list[Obj],
             RECONCILE_MANAGER)
     assert sorted(recorder.events) == expected
     assert [m for m, _ in api.writes] == ["POST", "POST"], "nothing adopted or overwritten"
+
+
+@pytest.mark.parametrize("kind", [pytest.param("Pod", id="pod"),
+                                  pytest.param("Service", id="service")])
+def test_a_create_refused_for_a_name_free_again_is_retried(kind: str) -> None:
+    """A 409 for a name nothing holds by the time it is read (the holder was deleted
+    meanwhile): no later event would ask for the child, so the pass fails and is retried."""
+    api = NameTaken(None)
+    kube = KubeClient(api, retries=0, timeout=1.0)
+    recorder = Recorded(kube)
+    with pytest.raises(TemporaryError, match="nothing holds the name now"):
+        execute(Context(kube, recorder, "reconcile"), PYTORCH, JOB,
+                Plan(creates=[child(kind, "mnist-worker-0")]), RECONCILE_MANAGER)
+    assert recorder.events == []

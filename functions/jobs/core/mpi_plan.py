@@ -86,6 +86,12 @@ def _workers(plan: Plan, job: Job, workers: list[Obj], settings: Settings) -> No
                      if i not in present]
 
 
+# Reconcile hears of a worker's phase through the job's status (its replica counts), but not
+# of its readiness: no status field counts it, and reconcile is sent no pod updates. While a
+# launcher waits for every worker to be ready, reconcile looks again this often (seconds).
+WORKERS_READY_RECHECK_SECONDS = 2.0
+
+
 def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
               settings: Settings) -> None:
     launcher = observed.launcher
@@ -93,6 +99,9 @@ def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
         all_ready = len(workers) == job.replicas("Worker") and all(_ready(w) for w in workers)
         if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
             plan.creates.append(mpi.launcher_job(job, settings))
+        else:
+            plan.requeue_after = min(plan.requeue_after or WORKERS_READY_RECHECK_SECONDS,
+                                     WORKERS_READY_RECHECK_SECONDS)
         return
     if (launcher.get("spec") or {}).get("suspend"):
         plan.applies.append(_resume_patch(job, settings))

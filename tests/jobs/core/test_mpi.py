@@ -7,6 +7,7 @@ import pytest
 
 from functions.jobs.core import mpi
 from functions.jobs.core.defaults import with_defaults
+from functions.jobs.core.mpi_plan import WORKERS_READY_RECHECK_SECONDS
 from functions.jobs.core.mpi_status import derive_mpi_status
 from functions.jobs.core.plan import gc_plan, reconcile_plan
 from functions.jobs.core.planning import Observed
@@ -216,10 +217,26 @@ def test_mpi_reconcile_plan_creates_everything_then_nothing() -> None:
     assert reconcile_plan(observed, NOW, Settings(), None).empty
 
 
-def test_mpi_wait_for_workers_ready() -> None:
-    observed = Observed(job=job(FILE, spec={"launcherCreationPolicy": "WaitForWorkersReady"}))
+def _ready_worker(index: int, ready: bool) -> dict[str, Any]:
+    return _worker(index, "Running",
+                   conditions=[{"type": "Ready", "status": "True" if ready else "False"}])
+
+
+@pytest.mark.parametrize(("workers", "launcher", "requeue"), [
+    pytest.param([], False, WORKERS_READY_RECHECK_SECONDS, id="no-worker-yet"),
+    pytest.param([(0, True), (1, False)], False, WORKERS_READY_RECHECK_SECONDS,
+                 id="one-worker-not-ready"),
+    pytest.param([(0, True), (1, True)], True, None, id="every-worker-ready"),
+])
+def test_mpi_wait_for_workers_ready(workers: list[tuple[int, bool]], launcher: bool,
+                                    requeue: float | None) -> None:
+    """A worker's readiness changes no job status, so reconcile, which is sent no pod
+    updates, looks again while its launcher waits for the workers."""
+    observed = Observed(job=job(FILE, spec={"launcherCreationPolicy": "WaitForWorkersReady"}),
+                        pods=[_ready_worker(i, ready) for i, ready in workers])
     plan = reconcile_plan(observed, NOW, Settings(), KEYS)
-    assert "Job" not in {o["kind"] for o in plan.creates}
+    assert ("Job" in {o["kind"] for o in plan.creates}) is launcher
+    assert plan.requeue_after == requeue
 
 
 def test_mpi_suspend_suspends_launcher_and_deletes_workers() -> None:

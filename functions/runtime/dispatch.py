@@ -73,16 +73,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-class _Kinded(Protocol):
-    """A resource, or an event's object reference: what ``Controller.owns`` needs."""
-
-    @property
-    def api_version(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-
 class Observer(Protocol):
     """Receives one call per handler run (for metrics)."""
 
@@ -185,8 +175,10 @@ class Dispatcher:
         if not routes:
             return Outcome("ignored", "no controller handles this object")
         if status_alone and event.ref is not None and event.object is not None:
-            kind, ref = event.ref, reference(event.object)
-            routes = [r for r in routes if self._takes_status(r.controller, kind, ref)]
+            api_version, kind = event.ref.api_version, event.ref.kind
+            ref = reference(event.object)
+            routes = [r for r in routes
+                      if self._takes_status(r.controller, api_version, kind, ref)]
             if not routes:
                 return Outcome("ignored", "a change of the status alone, which this "
                                "function's handlers do not read")
@@ -198,8 +190,9 @@ class Dispatcher:
         if event.ref is None or event.object is None:
             return True
         ref = reference(event.object)
-        return any(self._takes_status(c, event.ref, ref) for c in self.controllers
-                   if c.owns(event.ref.api_version, event.ref.kind))
+        api_version, kind = event.ref.api_version, event.ref.kind
+        return any(self._takes_status(c, api_version, kind, ref) for c in self.controllers
+                   if c.owns(api_version, kind))
 
     def run(self, route: Route, *, fresh: bool = False) -> Outcome:
         """Run one handler pass for ``route`` (or share one, see :class:`Coalescer`); never
@@ -309,13 +302,15 @@ class Dispatcher:
     def _is_input(self, route: Route, res: Resource, change: Change) -> bool:
         """Whether ``change`` is an input of ``route``'s handler in this function: a change of
         the parent's status alone is one only if its controller says so."""
-        return not change.status_only or self._takes_status(route.controller, res, change.obj)
+        return not change.status_only or self._takes_status(route.controller, res.api_version,
+                                                            res.kind, change.obj)
 
-    def _takes_status(self, controller: Controller, kind: _Kinded, ref: Obj) -> bool:
+    def _takes_status(self, controller: Controller, api_version: str, kind: str,
+                      ref: Obj) -> bool:
         """Whether ``controller``'s handler in this function reads a status-only change of an
         object of ``kind`` (a :func:`~functions.kube.gaps.reference` of it): always for a
         child, for its parent only if ``status_inputs`` says so."""
-        if not controller.owns(kind.api_version, kind.kind):
+        if not controller.owns(api_version, kind):
             return True
         takes = controller.status_inputs.get(self.function)
         return takes is None or takes(ref)

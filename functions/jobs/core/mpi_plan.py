@@ -100,8 +100,8 @@ def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
         if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
             plan.creates.append(mpi.launcher_job(job, settings))
         else:
-            plan.requeue_after = min(plan.requeue_after or WORKERS_READY_RECHECK_SECONDS,
-                                     WORKERS_READY_RECHECK_SECONDS)
+            plan.requeue_after = (WORKERS_READY_RECHECK_SECONDS if plan.requeue_after is None
+                                  else min(plan.requeue_after, WORKERS_READY_RECHECK_SECONDS))
         return
     if (launcher.get("spec") or {}).get("suspend"):
         plan.applies.append(_resume_patch(job, settings))

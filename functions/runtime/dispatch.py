@@ -162,8 +162,8 @@ class Dispatcher:
             return self.resync()
         if event.ref is not None and event.object is not None:
             version = version_of(event.object)
-            self.seen.saw(event.ref.key(), version)
             if event.operation == "update" and self.own_writes.echo(event.ref.key(), version):
+                self.seen.saw(event.ref.key(), version)
                 return Outcome("ignored", "the event of this function's own write")
         if (event.ref is not None and event.ref.kind == "Pod" and event.object is not None
                 and is_adapter_pod(event.object)):
@@ -180,8 +180,11 @@ class Dispatcher:
             routes = [r for r in routes
                       if self._takes_status(r.controller, api_version, kind, ref)]
             if not routes:
+                # Not seen: the versions before it may hold changes no pass has covered.
                 return Outcome("ignored", "a change of the status alone, which this "
                                "function's handlers do not read")
+        if event.ref is not None and event.object is not None:
+            self.seen.saw(event.ref.key(), version_of(event.object))
         return combine([self.run(route, fresh=fresh) for route in routes])
 
     def reads_status(self, event: ApiEvent) -> bool:

@@ -215,9 +215,10 @@ class OwnWrites:
 
 
 class SeenVersions:
-    """The newest version of each object an event brought, by object (any API version of its
-    kind, as routes are; bounded: when full, it starts over, which only costs a catch-up some
-    passes it could have left out)."""
+    """The newest version of each object an event brought to a pass, by object (any API
+    version of its kind, as routes are; bounded: when full, it starts over, which only costs a
+    catch-up some passes it could have left out). An event left out as a status change no
+    handler reads is not one: the versions before it may hold changes no pass covered."""
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit

@@ -218,7 +218,7 @@ class FunctionRuntime:
                     if self._cache is not None:
                         self._cache.stop()
                     self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up,
-                                              sweep_every=sweep_seconds(), quiet=self._quiet)
+                                              sweep_every=sweep_seconds(), quiet=self.quiet)
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
@@ -231,9 +231,10 @@ class FunctionRuntime:
         for dispatcher in self.dispatchers:
             dispatcher.catch_up(res, changed)
 
-    def _quiet(self) -> bool:
+    def quiet(self) -> bool:
         """Whether no function of this process has had an event for a moment (a sweep of the
-        journals waits for that, :mod:`functions.kube.gaps`)."""
+        journals waits for that, :mod:`functions.kube.gaps`, and so does a full garbage
+        collection, :mod:`functions.runtime.collector`)."""
         from functions.kube.gaps import SWEEP_QUIET_SECONDS
         return all(d.quiet(SWEEP_QUIET_SECONDS) for d in self.dispatchers)
 

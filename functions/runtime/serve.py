@@ -48,11 +48,13 @@ class FunctionServer(BaseApplication):  # type: ignore[misc]
             return create_dead_letter_app()
         import gc
 
-        from functions.runtime.app import create_app
+        from functions.runtime.app import create_app, runtime_of
+        from functions.runtime.collector import Collector
         app = create_app(self.function, warm_up="now")
         # What the warm-up loaded (modules, controllers, the caches' first lists) lives as
         # long as the worker: the collector need not walk it again at every full collection.
         gc.freeze()
+        Collector(runtime_of(app).quiet).start()
         return app
 
 

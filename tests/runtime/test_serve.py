@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -85,24 +85,44 @@ def test_served_function_answers_like_a_broker_expects(served: str) -> None:
         assert b"functions_events_total" in response.read()
 
 
-def test_a_worker_freezes_what_its_warm_up_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The collector does not walk the modules and caches a worker keeps for its lifetime."""
+def test_a_worker_freezes_what_its_warm_up_loaded_and_starts_its_collector(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector does not walk the modules and caches a worker keeps for its lifetime,
+    and the worker's full collections wait for its functions to be quiet."""
     import gc
 
     import functions.runtime.app
+    import functions.runtime.collector
     from functions.runtime.serve import FunctionServer
 
     built: list[str] = []
+    started: list[Callable[[], bool]] = []
+
+    class Runtime:
+        def quiet(self) -> bool:
+            return True
+
+    runtime = Runtime()
+
+    class Collector:
+        def __init__(self, quiet: Callable[[], bool]) -> None:
+            self.quiet = quiet
+
+        def start(self) -> None:
+            started.append(self.quiet)
 
     def create_app(function: str, **_: object) -> str:
         built.append(function)
         return "app"
 
     monkeypatch.setattr(functions.runtime.app, "create_app", create_app)
+    monkeypatch.setattr(functions.runtime.app, "runtime_of", lambda app: runtime)
+    monkeypatch.setattr(functions.runtime.collector, "Collector", Collector)
     gc.unfreeze()
     try:
         assert FunctionServer("status", {}).load() == "app"
         assert built == ["status"]
         assert gc.get_freeze_count() > 0
+        assert started == [runtime.quiet]
     finally:
         gc.unfreeze()

@@ -288,6 +288,18 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     assert f"a journal of the changes it applied (the last {JOURNAL_SECONDS:.0f} s" in eventing
 
 
+def test_readme_full_collections_wait_for_the_quiet_the_functions_report() -> None:
+    """README, Measured: when a function runs Python's full collections (the collector's own
+    rules are tests/runtime/test_collector.py)."""
+    from functions.kube.gaps import SWEEP_QUIET_SECONDS
+    from functions.runtime.collector import OLDEST_THRESHOLD
+
+    text = " ".join(MEASURED.split())
+    assert (f"runs one itself once it has had no event for {SWEEP_QUIET_SECONDS:.0f} s "
+            "(`functions/runtime/collector.py`)") in text
+    assert OLDEST_THRESHOLD >= 100_000   # CPython's own full collections never come due
+
+
 def test_readme_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
     """README, Measured: how many pod changes kwok plays at once, in every committed run."""
     from functions.cluster.kwok import POD_PLAY_PARALLELISM

@@ -116,6 +116,14 @@ def measured(command: str) -> tuple[frozenset[str], bool]:
     return frozenset(suites), not any(word in words for word in partial)
 
 
+def burst_systems(command: str) -> frozenset[str] | None:
+    """The burst systems a ``python -m bench`` command named (``None``: every one)."""
+    words = command.split()
+    if "--burst-systems" not in words:
+        return None
+    return frozenset(words[words.index("--burst-systems") + 1].split(","))
+
+
 def superseded_left_out(updates: list[dict[str, Any]], command: str) -> list[dict[str, Any]]:
     """The earlier updates that still name figures of the report: those of suites that
     ``command`` measured whole are all replaced, so the report no longer lists them."""

@@ -197,19 +197,11 @@ def test_readme_profile_claims_are_the_committed_profile() -> None:
 COMPARED = frozenset({"go-tuned", "ours", "ours-x2", "ours-x4", "ours-knative"})
 
 
-def burst_systems(command: str) -> frozenset[str] | None:
-    """The burst systems a ``python -m bench`` command named (``None``: every one)."""
-    words = command.split()
-    if "--burst-systems" not in words:
-        return None
-    return frozenset(words[words.index("--burst-systems") + 1].split(","))
-
-
 def test_readme_burst_rows_come_from_one_command() -> None:
     """README, Measured: the systems compared side by side were measured by the last command
     that measured the burst, at both sizes, and the rest by an earlier run of the whole suite
     on the same machine."""
-    from bench.__main__ import measured
+    from bench.__main__ import burst_systems, measured
 
     commands = [RESULTS.get("command", ""), *(u["command"] for u in RESULTS.get("updates", []))]
     burst = [c for c in commands if "burst" in measured(c)[0]]

@@ -79,9 +79,14 @@ class EventRecorder:
                 log.warning("event queue full; dropped %s on %s", reason,
                             (obj.get("metadata") or {}).get("name"))
                 return
+            idle = not self._warnings and not self._normals
             queued = (time.monotonic(), obj, event_type, reason, message)
             (self._warnings if event_type == WARNING else self._normals).append(queued)
-            self._ready.notify()
+            # The sender waits without a timeout only while both queues are empty; with
+            # Normal Events held it looks again every ``poll_seconds``. Waking it for each
+            # Event a burst records cost a creating pass about a tenth of its time.
+            if idle or event_type == WARNING:
+                self._ready.notify()
 
     def _send_queued(self) -> None:
         while True:

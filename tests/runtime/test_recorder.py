@@ -114,6 +114,31 @@ def test_a_warning_overtakes_the_normal_events_held_before_it() -> None:
     assert transport.sent[1][0] == "SuccessfulCreatePod"
 
 
+def test_a_burst_of_held_events_wakes_the_sender_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sender is woken only when it may be waiting with no timeout (nothing queued) or
+    for a Warning: Normal Events recorded while others are held cost no wake-up each."""
+    notified: list[threading.Condition] = []
+
+    class Counting(threading.Condition):
+        def notify(self, n: int = 1) -> None:
+            notified.append(self)
+            super().notify(n)
+
+    monkeypatch.setattr(threading, "Condition", Counting)
+    busy = Busy(True)
+    found, transport = recorder(busy)
+    notified.clear()  # the sender thread's start notifies too
+    for index in range(50):
+        found.record(JOB, NORMAL, f"Created{index}", "Created")
+    assert notified == [found._ready]
+    found.record(JOB, WARNING, "FailedCreatePod", "Error creating: quota exceeded")
+    assert notified == [found._ready] * 2
+    wait_sent(transport, 1, timeout=1.0)
+    busy.busy = False
+    wait_sent(transport, 51)
+    assert transport.sent[-1][0] == "Created49"
+
+
 def test_a_normal_event_waits_no_longer_than_the_hold() -> None:
     found, transport = recorder(Busy(True), hold=0.3)
     queued = time.monotonic()

@@ -43,9 +43,10 @@ bench: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench $(BENCH_ARGS)
 
-# where the functions' Python time goes under the burst (py-spy): bench/results/profile.md
+# where the functions' Python time goes under the burst (py-spy), and the API server's and the
+# adapter's (go tool pprof, beside the tuned Go operator's run): bench/results/profile.md
 profile: venv
-	@dir=$$(bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench.profile $(PROFILE_ARGS)
 
 # the dev stack's start-up and the recorded build times: bench/results/devstack.md

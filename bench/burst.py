@@ -112,12 +112,14 @@ def _create_loop(driver: KubeClient, controller: KubeClient | None, jobs: int, t
 
 def one_run(system: str, jobs: int, bin_dir: Path, *, threads: int = CREATE_THREADS,
             timeout: float | None = None,
-            attach: Callable[[Started], Callable[[], None]] | None = None) -> dict[str, Any]:
+            attach: Callable[[Started], Callable[[], None]] | None = None,
+            adapter_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start ``system`` on a fresh cluster, run the burst, measure, stop everything.
     ``attach(started)`` runs just before the burst and returns what to call just after it
-    (``bench.profile`` attaches its profilers so)."""
+    (``bench.profile`` attaches its profilers so); ``adapter_env`` goes to the emulated
+    path's adapters (``bench.profile`` turns their profiling on)."""
     timeout = timeout or timeout_for(jobs)
-    started = start(system, bin_dir)
+    started = start(system, bin_dir, adapter_env=adapter_env)
     try:
         _prepare(started.cluster.client())
         started.watch_namespace(NAMESPACE)

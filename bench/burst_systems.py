@@ -75,18 +75,19 @@ class Started:
     watch_namespace: Callable[[str], None] = lambda namespace: None
 
 
-def start(system: str, bin_dir: Path) -> Started:
+def start(system: str, bin_dir: Path, *, adapter_env: dict[str, str] | None = None) -> Started:
     """A fresh cluster (audit log on, the burst nodes) with ``system`` running on it. Every
     system's cluster runs the same controllers, those a cluster serving the local Knative pods
     needs: the endpoints controller among them, which a real cluster runs too (Knative's
     controllers read v1 Endpoints), and which writes an Endpoints object for each Service of
-    every job, whoever the controller."""
+    every job, whoever the controller. ``adapter_env`` is added to the environment of the
+    emulated path's adapters."""
     cluster = LocalCluster(bin_dir, audit=True, nodes=nodes(),
                            extra_controllers=POD_HOST_CONTROLLERS)
     if system in REPLICAS:
         if system in KNATIVE:
             return _ours_knative(cluster, bin_dir)
-        return _ours(cluster, bin_dir, REPLICAS[system])
+        return _ours(cluster, bin_dir, REPLICAS[system], adapter_env or {})
     cluster.start()
     try:
         if system == "limit":
@@ -107,12 +108,14 @@ def start(system: str, bin_dir: Path) -> Started:
     return Started(cluster, (GO_USER,), [operator.pid], stop=stop)
 
 
-def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int) -> Started:
+def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
+          adapter_env: dict[str, str]) -> Started:
     """The dev stack as it is, with the resync ticker off (the burst is event-driven)."""
     from functions.dev.stack import DevStack
 
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas,
-                     broker="emulated", source_filters=True).start()
+                     broker="emulated", source_filters=True,
+                     adapter_env=adapter_env).start()
 
     return Started(
         watch_namespace=lambda namespace: _event_path_live(cluster),

@@ -6,11 +6,14 @@ only the thread that holds the GIL, so the samples are the Python CPU time of ea
 (native work that releases the GIL, such as TLS and socket I/O, is not counted). Each sample
 is put in one category, decided by the frame nearest the leaf that names one
 (:func:`categorise`), and the report gives each function's share per category and its top
-frames. The figures are a profile of one run, not a benchmark: they say where the time goes,
-the burst benchmark says how much there is.
+frames. The same run takes Go CPU profiles of the API server and of the receive adapter, and a
+second run, with the tuned Go operator, one of its API server (:mod:`bench.go_profile`): they
+say whether the API server works harder for ours than for the operator it replaces, and what
+the adapter does with each change. The figures are a profile of one run, not a benchmark:
+they say where the time goes, the burst benchmark says how much there is.
 
-``python -m bench.profile [--jobs N] [--rate HZ] [--out DIR]`` writes ``profile.json`` and
-``profile.md`` to ``bench/results/`` (or ``DIR``).
+``python -m bench.profile [--jobs N] [--rate HZ] [--go-seconds S] [--out DIR]`` writes
+``profile.json`` and ``profile.md`` to ``bench/results/`` (or ``DIR``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bench import go_profile
 from bench.burst import one_run
 from bench.burst_systems import Started
 from functions.cluster.binaries import ensure_bin_dir
@@ -140,20 +144,94 @@ class Profilers:
         return {name: summarise(stacks, self.rate) for name, stacks in sorted(merged.items())}
 
 
-def run(jobs: int = 200, rate: float = 100.0) -> dict[str, Any]:
+def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40) -> dict[str, Any]:
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or \
         shutil.which("py-spy")
     if py_spy is None:
         raise RuntimeError("py-spy is not installed (pip install -e .[dev])")
-    bin_dir = ensure_bin_dir(())
+    bin_dir = ensure_bin_dir(("training-operator",))
+    go = go_profile.go_tool()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
-        profilers = Profilers(py_spy, rate, Path(tmp))
-        burst = one_run("ours", jobs, bin_dir, attach=profilers.attach)
+        work = Path(tmp)
+        profilers = Profilers(py_spy, rate, work)
+        go_profiles = GoProfiles(work, go_seconds, go is not None)
+
+        def attach(started: Started) -> Callable[[], None]:
+            go_profiles.attach("ours", started)
+            stop = profilers.attach(started)
+
+            def detach() -> None:
+                stop()
+                go_profiles.wait()
+            return detach
+
+        burst = one_run("ours", jobs, bin_dir, attach=attach,
+                        adapter_env={"K_OBSERVABILITY_CONFIG": go_profile.ADAPTER_PROFILING})
         processes = profilers.results()
+        if go is not None:
+            compared = one_run(GO_SYSTEM, jobs, bin_dir,
+                               attach=lambda started: go_profiles.attach(GO_SYSTEM, started))
+        go_results = go_profiles.results(go) if go is not None else {
+            "missing": "no `go` command to read the Go profiles with"}
     keep = ("created_s", "running_s", "controller_cpu_s_at_created", "controller_cpu_s_at_end",
             "event_path_cpu_s_at_end", "apiserver_cpu_s_at_end", "deliveries", "dead_letters")
-    return {"jobs": jobs, "rate_hz": rate, "burst": {k: burst.get(k) for k in keep},
-            "processes": processes}
+    result = {"jobs": jobs, "rate_hz": rate, "burst": {k: burst.get(k) for k in keep},
+              "processes": processes, "go": go_results}
+    if go is not None:
+        result["go_burst"] = {k: compared.get(k) for k in keep}
+    return result
+
+
+GO_SYSTEM = "go-tuned"
+
+
+class GoProfiles:
+    """The Go CPU profiles of one burst: the API server's under each system, and the objects
+    adapter's under ours (:mod:`bench.go_profile`), each over ``seconds`` from the burst's
+    start (long enough to cover it, so the API server's totals compare)."""
+
+    ADAPTER = "odh-training-objects"
+
+    def __init__(self, work: Path, seconds: int, enabled: bool) -> None:
+        self.work, self.seconds, self.enabled = work, seconds, enabled
+        self.taken: dict[str, go_profile.GoProfile] = {}
+        self._pending: list[go_profile.GoProfile] = []
+
+    def attach(self, system: str, started: Started) -> Callable[[], None]:
+        if not self.enabled:
+            return lambda: None
+        admin = started.cluster.client(timeout=self.seconds + 60.0)
+        self._take(f"API server under {system}", go_profile.from_apiserver(admin))
+        for pid in started.event_path_pids:
+            environment = go_profile.process_environment(pid)
+            if environment.get("NAME") == self.ADAPTER and environment.get("PROFILING_PORT"):
+                self._take(f"receive adapter {self.ADAPTER} under {system}",
+                           go_profile.from_port(int(environment["PROFILING_PORT"])))
+        return self.wait
+
+    def _take(self, name: str, fetch: Callable[[int], bytes]) -> None:
+        profile = go_profile.GoProfile(fetch, self.seconds, self.work / f"{len(self.taken)}.pb")
+        self.taken[name] = profile
+        self._pending.append(profile)
+
+    def wait(self) -> None:
+        """Wait for the profiles still being taken (a burst shorter than the window)."""
+        for profile in self._pending:
+            profile.wait(self.seconds + 90.0)
+        self._pending.clear()
+
+    def results(self, go: str) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for name, profile in self.taken.items():
+            path = profile.wait(0)
+            if path is None:
+                found[name] = {"missing": profile.error}
+                continue
+            categories = (go_profile.ADAPTER_CATEGORIES if "adapter" in name
+                          else go_profile.APISERVER_CATEGORIES)
+            found[name] = go_profile.summarise(
+                go_profile.parse_traces(go_profile.traces(go, path)), categories)
+        return found
 
 
 def markdown(result: Mapping[str, Any]) -> str:
@@ -171,7 +249,30 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines += ["", "Top frames (inclusive):", ""]
         lines += [f"- {f['share']:.0%} `{f['frame']}`" for f in found["top_frames"]]
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _go_markdown(result))
+
+
+def _go_markdown(result: Mapping[str, Any]) -> list[str]:
+    go = result.get("go") or {}
+    if "missing" in go:
+        return ["## Go processes", "", f"Not profiled: {go['missing']}.", ""]
+    compared = result.get("go_burst") or {}
+    lines = ["## Go processes", "",
+             "CPU profiles (`go tool pprof`) over the same window from each burst's start: "
+             "the API server under ours and, in a second run on a fresh cluster, under the "
+             f"tuned Go operator (T {compared.get('created_s')} s), and the receive adapter "
+             "that sends the jobs' and pods' changes. A sample's category is decided by the "
+             "frame nearest the leaf that names one.", ""]
+    for name, found in go.items():
+        if "missing" in found:
+            lines += [f"### {name}", "", f"Not profiled: {found['missing']}.", ""]
+            continue
+        lines += [f"### {name}: {found['seconds']} s", "",
+                  "| category | seconds | share |", "| --- | --- | --- |"]
+        lines += [f"| {c} | {v['seconds']} | {v['share']:.0%} |"
+                  for c, v in found["categories"].items()]
+        lines.append("")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--go-seconds", type=int, default=40,
+                        help="the window of the Go CPU profiles, from the burst's start")
     args = parser.parse_args(argv)
-    result = run(args.jobs, args.rate)
+    result = run(args.jobs, args.rate, args.go_seconds)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "profile.md").write_text(markdown(result))

@@ -112,6 +112,9 @@ class DevStack:
     replicas: int = 1
     # Extra environment of every function process.
     function_env: dict[str, str] = field(default_factory=dict)
+    # Extra environment of every receive adapter of the emulated path (e.g. Knative's
+    # K_OBSERVABILITY_CONFIG, to serve /debug/pprof on the adapter's PROFILING_PORT).
+    adapter_env: dict[str, str] = field(default_factory=dict)
     broker: Broker = "knative"
     # Keep what the Broker accepted in memory (``knative.events()``), e.g. for tests.
     recording: bool = False
@@ -332,6 +335,7 @@ class DevStack:
         env.update({"KUBECONFIG": str(kubeconfig), "SYSTEM_NAMESPACE": "knative-eventing",
                     "METRICS_DOMAIN": "knative.dev/eventing", "K_SINK_TIMEOUT": "30",
                     "PROFILING_PORT": str(free_port())})
+        env.update(self.adapter_env)
         component = Component(f"adapter-{meta['name']}",
                               [str(self.bin_dir / "apiserver_receive_adapter"),
                                f"--kubeconfig={kubeconfig}"],

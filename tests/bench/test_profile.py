@@ -51,3 +51,23 @@ def test_parse_and_summarise() -> None:
                        "burst": {"created_s": 1, "running_s": 2,
                                  "controller_cpu_s_at_end": 3, "deliveries": 4}})
     assert "| handlers (read, plan, status) | 3.0 | 75% |" in report
+
+
+@pytest.mark.parametrize(("go", "expected"), [
+    pytest.param({"API server under ours": {"seconds": 2.0, "categories": {
+        "creates": {"seconds": 1.5, "share": 0.75}}}},
+        ["### API server under ours: 2.0 s", "| creates | 1.5 | 75% |"], id="profiled"),
+    pytest.param({"receive adapter odh-training-objects under ours": {"missing": "timeout"}},
+                 ["### receive adapter odh-training-objects under ours", "Not profiled: timeout."],
+                 id="one-missing"),
+    pytest.param({"missing": "no `go` command to read the Go profiles with"},
+                 ["Not profiled: no `go` command to read the Go profiles with."], id="no-go"),
+])
+def test_markdown_reports_the_go_profiles(go: dict[str, object], expected: list[str]) -> None:
+    report = markdown({"jobs": 5, "rate_hz": 10.0, "processes": {}, "go": go,
+                       "go_burst": {"created_s": 9.5},
+                       "burst": {"created_s": 1, "running_s": 2,
+                                 "controller_cpu_s_at_end": 3, "deliveries": 4}})
+    assert "## Go processes" in report
+    for line in expected:
+        assert line in report.splitlines()

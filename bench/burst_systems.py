@@ -118,7 +118,7 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
                      adapter_env=adapter_env).start()
 
     return Started(
-        watch_namespace=lambda namespace: _event_path_live(cluster),
+        watch_namespace=lambda namespace: wait_event_path_live(cluster),
         cluster=cluster,
         controller_users=tuple(service_account(a) for a in FUNCTION_ACCOUNTS),
         controller_pids=_pids(stack, "function-"),
@@ -132,7 +132,7 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
 CANARY_NAMESPACE = "burst-canary"
 
 
-def _event_path_live(cluster: LocalCluster, timeout: float = 60.0) -> None:
+def wait_event_path_live(cluster: LocalCluster, timeout: float = 60.0) -> None:
     """Wait until a job changed now gets its status through the event path. The adapters
     start with the stack and list before they watch; a job created before an adapter's list
     is in that list, which sends nothing (a cluster's resync would find it; the burst runs

@@ -20,6 +20,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bench.burst_systems import wait_event_path_live
 from bench.burst_workload import job
 from bench.jobs import _untaint
 from bench.stats import summary
@@ -65,6 +66,9 @@ def one_run(jobs: int, down: float, timeout: float = 300.0) -> dict[str, Any]:
         _untaint(kube)
         kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                     res=resources.NAMESPACES)
+        # Jobs created before the adapters watch would bring no event at all: wait for the
+        # event path to carry a change end to end first.
+        wait_event_path_live(stack.cluster)
         url = stack.function_urls[FUNCTION]
         stack.stop_function(FUNCTION)
         with ThreadPoolExecutor(8) as pool:

@@ -176,7 +176,7 @@ def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40) -> dict[str,
     keep = ("created_s", "running_s", "controller_cpu_s_at_created", "controller_cpu_s_at_end",
             "event_path_cpu_s_at_end", "apiserver_cpu_s_at_end", "deliveries", "dead_letters")
     result = {"jobs": jobs, "rate_hz": rate, "burst": {k: burst.get(k) for k in keep},
-              "processes": processes, "go": go_results}
+              "processes": processes, "go": go_results, "go_seconds": go_seconds}
     if go is not None:
         result["go_burst"] = {k: compared.get(k) for k in keep}
     return result

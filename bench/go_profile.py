@@ -27,9 +27,10 @@ from functions.kube.client import KubeClient
 # makes a receive adapter serve /debug/pprof on its PROFILING_PORT.
 ADAPTER_PROFILING = '{"runtime":{"profiling":"enabled"}}'
 
-# (category, substrings of a frame's function); the first category that a frame nearest the
-# leaf names wins. A watch is served by ListResource, so the watch markers must win there.
-APISERVER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+# (category, substrings of a frame); the first category that the frame nearest the leaf names
+# wins. A watch is served by ListResource, so the watch markers must win there.
+Categories = tuple[tuple[str, tuple[str, ...]], ...]
+APISERVER_CATEGORIES: Categories = (
     ("Go garbage collection", ("runtime.gcBgMarkWorker", "runtime.gcAssistAlloc",
                                "runtime.bgsweep", "runtime.bgscavenge")),
     ("watches (encode, send)", ("(*WatchServer)", "serveWatch", "(*cacheWatcher)",
@@ -49,7 +50,7 @@ APISERVER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("connections (TLS, HTTP/2)", ("crypto/tls.", "golang.org/x/net/http2", "net/http.")),
     ("Go scheduler", ("runtime.mcall", "runtime.schedule", "runtime.findRunnable")),
 )
-ADAPTER_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+ADAPTER_CATEGORIES: Categories = (
     ("Go garbage collection", APISERVER_CATEGORIES[0][1]),
     ("sending the CloudEvent (HTTP)", ("(*ceClient).Send", "sdk-go/v2/protocol/http",
                                        "net/http.(*persistConn)")),
@@ -89,9 +90,9 @@ def parse_traces(text: str) -> list[tuple[list[str], float]]:
     return stacks
 
 
-def categorise(frames: Iterable[str],
-               categories: tuple[tuple[str, tuple[str, ...]], ...]) -> str:
-    """The category of one sample, ``frames`` from the leaf to the root."""
+def categorise(frames: Iterable[str], categories: Categories) -> str:
+    """The category of one sample, ``frames`` from the leaf to the root (used for py-spy's
+    samples too, by :func:`bench.profile.categorise`)."""
     for frame in frames:
         for category, markers in categories:
             if any(marker in frame for marker in markers):
@@ -99,8 +100,7 @@ def categorise(frames: Iterable[str],
     return OTHER
 
 
-def summarise(stacks: list[tuple[list[str], float]],
-              categories: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Any]:
+def summarise(stacks: list[tuple[list[str], float]], categories: Categories) -> dict[str, Any]:
     """Seconds and shares per category, the largest first."""
     total = sum(seconds for _, seconds in stacks)
     by_category: defaultdict[str, float] = defaultdict(float)

@@ -39,7 +39,7 @@ RESULTS = Path(__file__).parent / "results"
 
 # (category, substrings of a frame's file); the first category whose file appears nearest
 # the leaf wins, so an API request made by a handler counts as an API request.
-CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+CATEGORIES: go_profile.Categories = (
     ("events recorded (Event objects)", ("functions/runtime/recorder.py",)),
     ("API client (HTTP, JSON)", ("functions/kube/client.py", "functions/kube/transport.py",
                                  "urllib3/", "http/client.py", "ssl.py", "orjson")),
@@ -50,18 +50,14 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("HTTP serving (gunicorn, WSGI)", ("gunicorn/", "flask/", "werkzeug/")),
     ("logging and metrics", ("logging/", "prometheus_client/")),
 )
-OTHER = "other"
+OTHER = go_profile.OTHER
 _LINE = re.compile(r":\d+\)$")
 
 
 def categorise(frames: Iterable[str]) -> str:
     """The category of one sample, ``frames`` from the root to the leaf (py-spy's raw
     format: ``function (file:line)``)."""
-    for frame in reversed(list(frames)):
-        for category, files in CATEGORIES:
-            if any(part in frame for part in files):
-                return category
-    return OTHER
+    return go_profile.categorise(reversed(list(frames)), CATEGORIES)
 
 
 def parse_raw(text: str) -> list[tuple[list[str], int]]:
@@ -194,24 +190,28 @@ class GoProfiles:
 
     def __init__(self, work: Path, seconds: int, enabled: bool) -> None:
         self.work, self.seconds, self.enabled = work, seconds, enabled
-        self.taken: dict[str, go_profile.GoProfile] = {}
+        # each profile with the categories its samples are put in
+        self.taken: dict[str, tuple[go_profile.GoProfile, go_profile.Categories]] = {}
         self._pending: list[go_profile.GoProfile] = []
 
     def attach(self, system: str, started: Started) -> Callable[[], None]:
         if not self.enabled:
             return lambda: None
         admin = started.cluster.client(timeout=self.seconds + 60.0)
-        self._take(f"API server under {system}", go_profile.from_apiserver(admin))
+        self._take(f"API server under {system}", go_profile.from_apiserver(admin),
+                   go_profile.APISERVER_CATEGORIES)
         for pid in started.event_path_pids:
             environment = go_profile.process_environment(pid)
             if environment.get("NAME") == self.ADAPTER and environment.get("PROFILING_PORT"):
                 self._take(f"receive adapter {self.ADAPTER} under {system}",
-                           go_profile.from_port(int(environment["PROFILING_PORT"])))
+                           go_profile.from_port(int(environment["PROFILING_PORT"])),
+                           go_profile.ADAPTER_CATEGORIES)
         return self.wait
 
-    def _take(self, name: str, fetch: Callable[[int], bytes]) -> None:
+    def _take(self, name: str, fetch: Callable[[int], bytes],
+              categories: go_profile.Categories) -> None:
         profile = go_profile.GoProfile(fetch, self.seconds, self.work / f"{len(self.taken)}.pb")
-        self.taken[name] = profile
+        self.taken[name] = (profile, categories)
         self._pending.append(profile)
 
     def wait(self) -> None:
@@ -222,13 +222,11 @@ class GoProfiles:
 
     def results(self, go: str) -> dict[str, Any]:
         found: dict[str, Any] = {}
-        for name, profile in self.taken.items():
+        for name, (profile, categories) in self.taken.items():
             path = profile.wait(0)
             if path is None:
                 found[name] = {"missing": profile.error}
                 continue
-            categories = (go_profile.ADAPTER_CATEGORIES if "adapter" in name
-                          else go_profile.APISERVER_CATEGORIES)
             found[name] = go_profile.summarise(
                 go_profile.parse_traces(go_profile.traces(go, path)), categories)
         return found
@@ -243,13 +241,16 @@ def markdown(result: Mapping[str, Any]) -> str:
              f"{burst['controller_cpu_s_at_end']} s, {burst['deliveries']} deliveries.", ""]
     for name, found in result["processes"].items():
         lines += [f"## {name}: {found['seconds']} s with the GIL", "",
-                  "| category | seconds | share |", "| --- | --- | --- |"]
-        lines += [f"| {c} | {v['seconds']} | {v['share']:.0%} |"
-                  for c, v in found["categories"].items()]
+                  *_category_table(found["categories"])]
         lines += ["", "Top frames (inclusive):", ""]
         lines += [f"- {f['share']:.0%} `{f['frame']}`" for f in found["top_frames"]]
         lines.append("")
     return "\n".join(lines + _go_markdown(result))
+
+
+def _category_table(categories: Mapping[str, Mapping[str, float]]) -> list[str]:
+    return ["| category | seconds | share |", "| --- | --- | --- |",
+            *(f"| {c} | {v['seconds']} | {v['share']:.0%} |" for c, v in categories.items())]
 
 
 def _go_markdown(result: Mapping[str, Any]) -> list[str]:
@@ -268,10 +269,7 @@ def _go_markdown(result: Mapping[str, Any]) -> list[str]:
             lines += [f"### {name}", "", f"Not profiled: {found['missing']}.", ""]
             continue
         lines += [f"### {name}: {found['seconds']} s", "",
-                  "| category | seconds | share |", "| --- | --- | --- |"]
-        lines += [f"| {c} | {v['seconds']} | {v['share']:.0%} |"
-                  for c, v in found["categories"].items()]
-        lines.append("")
+                  *_category_table(found["categories"]), ""]
     return lines
 
 

@@ -103,10 +103,29 @@ def test_the_journal_forgets(keep_seconds: float, limit: int, left: list[str]) -
     assert names(journal.since(0.0)[0]) == left
 
 
-class Source:
+class StepClock:
+    """A clock the test moves, shared by a :class:`CatchUp` and the journals it reads: which
+    hand-overs are due, and what each covers, follow the test's steps however late the
+    catch-up thread runs (it waits at most a hand-over's distance in real seconds before it
+    reads the clock again)."""
+
     def __init__(self) -> None:
+        self.now = 100.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def to(self, moment: float) -> None:
+        with self._lock:
+            self.now = moment
+
+
+class Source:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = "pods"
-        self.journal = Journal()
+        self.journal = Journal(clock=clock)
 
 
 class Deliveries:
@@ -119,7 +138,7 @@ class Deliveries:
             self.got.append(names(changed))
             self.changed.notify_all()
 
-    def wait(self, count: int, timeout: float = 5.0) -> list[list[str]]:
+    def wait(self, count: int, timeout: float = 10.0) -> list[list[str]]:
         with self.changed:
             self.changed.wait_for(lambda: len(self.got) >= count, timeout)
             return list(self.got)
@@ -128,6 +147,11 @@ class Deliveries:
 @pytest.fixture
 def deliveries() -> Deliveries:
     return Deliveries()
+
+
+@pytest.fixture
+def clock() -> StepClock:
+    return StepClock()
 
 
 @pytest.fixture
@@ -144,77 +168,95 @@ def catch_up(deliveries: Deliveries) -> Iterator[Callable[..., CatchUp]]:
         each.stop()
 
 
-def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
-        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
-    source = Source()
-    source.journal.record(added(pod("before", 1)))
-    hand_over = catch_up(after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1)
-    hand_over.reset(source)
-    source.journal.record(added(pod("during", 2)))
-    assert deliveries.wait(1) == [["before", "during"]]
-    source.journal.record(added(pod("later", 3), pod("during", 4)))
-    assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
-    deadline = time.monotonic() + 5
+def settled(hand_over: CatchUp, timeout: float = 10.0) -> int:
+    """How many watches still have a reset's hand-overs to come, once none does or after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
     while hand_over.pending() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert hand_over.pending() == 0
+    return hand_over.pending()
+
+
+def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
+        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+    source = Source(clock)
+    source.journal.record(added(pod("before", 1)))
+    hand_over = catch_up(after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1, clock=clock)
+    hand_over.reset(source)
+    source.journal.record(added(pod("during", 2)))
+    clock.to(100.2)
+    assert deliveries.wait(1) == [["before", "during"]]
+    source.journal.record(added(pod("later", 3), pod("during", 4)))
+    clock.to(100.5)
+    assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
+    assert settled(hand_over) == 0
 
 
 def test_older_changes_and_quiet_watches_hand_over_nothing(
-        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
-    source = Source()
+        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+    source = Source(clock)
     source.journal.record(added(pod("long-ago", 1)))
-    time.sleep(0.3)
-    hand_over = catch_up(after=(0.05, 0.1), lookback=0.2, hold=0.0)
+    clock.to(100.3)
+    hand_over = catch_up(after=(0.05, 0.1), lookback=0.2, hold=0.0, clock=clock)
     hand_over.reset(source)
-    time.sleep(0.5)
+    clock.to(100.5)
+    assert settled(hand_over) == 0
     assert deliveries.got == []
-    assert hand_over.pending() == 0
 
 
 def test_resets_in_a_row_merge_their_schedules(
-        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
-    source = Source()
-    hand_over = catch_up(after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5)
+        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+    source = Source(clock)
+    hand_over = catch_up(after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5, clock=clock)
     hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
-    time.sleep(0.2)
+    clock.to(100.2)
     hand_over.reset(source)    # its 0.3 s is too close to the first reset's: one hand-over
+    clock.to(100.6)
     assert deliveries.wait(1) == [["a"]]
     source.journal.record(added(pod("b", 2)))
+    clock.to(101.1)
     assert deliveries.wait(2) == [["a"], ["b"]]   # at 1.0 s; 1.2 s merged into it
+    assert settled(hand_over) == 0
     source.journal.record(added(pod("c", 3)))
-    time.sleep(0.5)
+    clock.to(102.0)
+    time.sleep(0.3)
     assert deliveries.got == [["a"], ["b"]]
-    assert hand_over.pending() == 0
 
 
 def test_a_hand_over_holds_back_the_latest_changes(
-        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
-    source = Source()
-    hand_over = catch_up(after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1)
+        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+    source = Source(clock)
+    hand_over = catch_up(after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1, clock=clock)
     hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
-    time.sleep(0.2)
+    clock.to(100.2)
     source.journal.record(added(pod("b", 2)))   # too recent for the first hand-over
+    clock.to(100.4)
     assert deliveries.wait(1) == [["a"]]
+    clock.to(100.8)
     assert deliveries.wait(2) == [["a"], ["b"]]
 
 
 def test_a_watched_journal_is_swept_for_changes_older_than_the_hold(
-        deliveries: Deliveries, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
     """No reset: the adapter's watch alone may have ended. Each sweep hands over what changed
     since the previous one, up to the hold; a change is handed over once."""
-    source = Source()
+    source = Source(clock)
+    clock.to(99.5)
     source.journal.record(added(pod("before", 1)))     # before the watch: not swept
-    hand_over = catch_up(sweep_every=0.3, sweep_hold=0.2)
+    clock.to(100.0)
+    hand_over = catch_up(sweep_every=0.3, sweep_hold=0.2, clock=clock)
     hand_over.watch(source)
     hand_over.watch(source)                             # watched once
     source.journal.record(added(pod("a", 2)))
+    clock.to(100.3)
     assert deliveries.wait(1) == [["a"]]
     source.journal.record(added(pod("b", 3)))
+    clock.to(100.6)
     assert deliveries.wait(2) == [["a"], ["b"]]
-    time.sleep(0.7)
+    clock.to(101.5)
+    time.sleep(0.3)
     assert deliveries.got == [["a"], ["b"]]
     assert hand_over.pending() == 0                     # no reset's hand-over is due
 

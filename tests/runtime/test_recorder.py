@@ -98,7 +98,7 @@ def test_a_normal_event_waits_until_the_function_is_idle_then_the_rest_follow() 
 def test_a_warning_does_not_wait_for_a_busy_function() -> None:
     found, transport = recorder(Busy(True))
     found.record(JOB, WARNING, "InvalidSpec", "replica spec Master: replicas must be 1")
-    wait_sent(transport, 1, timeout=1.0)
+    wait_sent(transport, 1)
     assert transport.sent[0][0] == "InvalidSpec"
 
 
@@ -107,7 +107,7 @@ def test_a_warning_overtakes_the_normal_events_held_before_it() -> None:
     found, transport = recorder(busy)
     found.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
     found.record(JOB, WARNING, "FailedCreatePod", "Error creating: quota exceeded")
-    wait_sent(transport, 1, timeout=1.0)
+    wait_sent(transport, 1)
     assert [reason for reason, _ in transport.sent] == ["FailedCreatePod"]
     busy.busy = False
     wait_sent(transport, 2)
@@ -133,7 +133,7 @@ def test_a_burst_of_held_events_wakes_the_sender_once(monkeypatch: pytest.Monkey
     assert notified == [found._ready]
     found.record(JOB, WARNING, "FailedCreatePod", "Error creating: quota exceeded")
     assert notified == [found._ready] * 2
-    wait_sent(transport, 1, timeout=1.0)
+    wait_sent(transport, 1)
     busy.busy = False
     wait_sent(transport, 51)
     assert transport.sent[-1][0] == "Created49"

@@ -15,8 +15,11 @@ the tests that carry none of them.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +112,37 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             item, "fixturenames", ()):
         report.sections.append(("local cluster logs", _active_cluster.logs_summary()))
     return report
+
+
+_finished: pytest.Session | None = None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    global _finished
+    _finished = session
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the test process once every plugin has finished, without the interpreter's
+    teardown, with the session's exit status.
+
+    Tests leave daemon threads behind (function runtimes' informers and Event senders, whose
+    clusters are gone, retrying their watches), and the interpreter's teardown under them
+    once ended a run whose every test had passed with a segmentation fault. The threads still
+    running are named on stderr, grouped by name, so that they can be found and stopped."""
+    if _finished is None or hasattr(config, "workerinput"):
+        return
+    left = Counter(thread.name.rstrip("0123456789_-") or thread.name
+                   for thread in threading.enumerate()
+                   if thread is not threading.main_thread() and thread.is_alive())
+    if left:
+        print(f"{sum(left.values())} threads still running as the tests end: "
+              + ", ".join(f"{name} x{count}" for name, count in left.most_common()),
+              file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(_finished.exitstatus))
 
 
 # marker -> the fixtures that make a test need it

@@ -15,6 +15,7 @@ the tests that carry none of them.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -122,6 +123,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _finished = session
 
 
+def _kind_of(thread_name: str) -> str:
+    """A thread's name without what numbers it: ``Thread-12 (_accept)`` is ``_accept``,
+    ``job-writes_3`` is ``job-writes``."""
+    unnamed = re.fullmatch(r"Thread-\d+ \((.+)\)", thread_name)
+    name = unnamed.group(1) if unnamed else thread_name
+    return name.rstrip("0123456789_-") or name
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """End the test process once every plugin has finished, without the interpreter's
@@ -133,8 +142,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     running are named on stderr, grouped by name, so that they can be found and stopped."""
     if _finished is None or hasattr(config, "workerinput"):
         return
-    left = Counter(thread.name.rstrip("0123456789_-") or thread.name
-                   for thread in threading.enumerate()
+    left = Counter(_kind_of(thread.name) for thread in threading.enumerate()
                    if thread is not threading.main_thread() and thread.is_alive())
     if left:
         print(f"{sum(left.values())} threads still running as the tests end: "

@@ -43,6 +43,11 @@ def pod(name: str, version: int, job: str = "j", **extra: Any) -> dict[str, Any]
 
 
 class Clock:
+    """A clock the test moves. Shared by a :class:`CatchUp` and the journals it reads, it
+    decides which hand-overs are due and what each covers, however late the catch-up thread
+    runs (that thread waits at most a hand-over's distance in real seconds before it reads the
+    clock again)."""
+
     def __init__(self) -> None:
         self.now = 100.0
 
@@ -103,25 +108,6 @@ def test_the_journal_forgets(keep_seconds: float, limit: int, left: list[str]) -
     assert names(journal.since(0.0)[0]) == left
 
 
-class StepClock:
-    """A clock the test moves, shared by a :class:`CatchUp` and the journals it reads: which
-    hand-overs are due, and what each covers, follow the test's steps however late the
-    catch-up thread runs (it waits at most a hand-over's distance in real seconds before it
-    reads the clock again)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> float:
-        with self._lock:
-            return self.now
-
-    def to(self, moment: float) -> None:
-        with self._lock:
-            self.now = moment
-
-
 class Source:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = "pods"
@@ -150,8 +136,8 @@ def deliveries() -> Deliveries:
 
 
 @pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
+def clock() -> Clock:
+    return Clock()
 
 
 @pytest.fixture
@@ -178,84 +164,84 @@ def settled(hand_over: CatchUp, timeout: float = 10.0) -> int:
 
 
 def test_a_reset_hands_over_what_changed_shortly_before_and_since_in_steps(
-        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp]) -> None:
     source = Source(clock)
     source.journal.record(added(pod("before", 1)))
     hand_over = catch_up(after=(0.1, 0.4), lookback=1.0, hold=0.0, merge=0.1, clock=clock)
     hand_over.reset(source)
     source.journal.record(added(pod("during", 2)))
-    clock.to(100.2)
+    clock.now = 100.2
     assert deliveries.wait(1) == [["before", "during"]]
     source.journal.record(added(pod("later", 3), pod("during", 4)))
-    clock.to(100.5)
+    clock.now = 100.5
     assert deliveries.wait(2) == [["before", "during"], ["later", "during"]]
     assert settled(hand_over) == 0
 
 
 def test_older_changes_and_quiet_watches_hand_over_nothing(
-        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp]) -> None:
     source = Source(clock)
     source.journal.record(added(pod("long-ago", 1)))
-    clock.to(100.3)
+    clock.now = 100.3
     hand_over = catch_up(after=(0.05, 0.1), lookback=0.2, hold=0.0, clock=clock)
     hand_over.reset(source)
-    clock.to(100.5)
+    clock.now = 100.5
     assert settled(hand_over) == 0
     assert deliveries.got == []
 
 
 def test_resets_in_a_row_merge_their_schedules(
-        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp]) -> None:
     source = Source(clock)
     hand_over = catch_up(after=(0.3, 1.0), lookback=0.0, hold=0.0, merge=0.5, clock=clock)
     hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
-    clock.to(100.2)
+    clock.now = 100.2
     hand_over.reset(source)    # its 0.3 s is too close to the first reset's: one hand-over
-    clock.to(100.6)
+    clock.now = 100.6
     assert deliveries.wait(1) == [["a"]]
     source.journal.record(added(pod("b", 2)))
-    clock.to(101.1)
+    clock.now = 101.1
     assert deliveries.wait(2) == [["a"], ["b"]]   # at 1.0 s; 1.2 s merged into it
     assert settled(hand_over) == 0
     source.journal.record(added(pod("c", 3)))
-    clock.to(102.0)
+    clock.now = 102.0
     time.sleep(0.3)
     assert deliveries.got == [["a"], ["b"]]
 
 
 def test_a_hand_over_holds_back_the_latest_changes(
-        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp]) -> None:
     source = Source(clock)
     hand_over = catch_up(after=(0.4, 0.8), lookback=0.0, hold=0.3, merge=0.1, clock=clock)
     hand_over.reset(source)
     source.journal.record(added(pod("a", 1)))
-    clock.to(100.2)
+    clock.now = 100.2
     source.journal.record(added(pod("b", 2)))   # too recent for the first hand-over
-    clock.to(100.4)
+    clock.now = 100.4
     assert deliveries.wait(1) == [["a"]]
-    clock.to(100.8)
+    clock.now = 100.8
     assert deliveries.wait(2) == [["a"], ["b"]]
 
 
 def test_a_watched_journal_is_swept_for_changes_older_than_the_hold(
-        deliveries: Deliveries, clock: StepClock, catch_up: Callable[..., CatchUp]) -> None:
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp]) -> None:
     """No reset: the adapter's watch alone may have ended. Each sweep hands over what changed
     since the previous one, up to the hold; a change is handed over once."""
     source = Source(clock)
-    clock.to(99.5)
+    clock.now = 99.5
     source.journal.record(added(pod("before", 1)))     # before the watch: not swept
-    clock.to(100.0)
+    clock.now = 100.0
     hand_over = catch_up(sweep_every=0.3, sweep_hold=0.2, clock=clock)
     hand_over.watch(source)
     hand_over.watch(source)                             # watched once
     source.journal.record(added(pod("a", 2)))
-    clock.to(100.3)
+    clock.now = 100.3
     assert deliveries.wait(1) == [["a"]]
     source.journal.record(added(pod("b", 3)))
-    clock.to(100.6)
+    clock.now = 100.6
     assert deliveries.wait(2) == [["a"], ["b"]]
-    clock.to(101.5)
+    clock.now = 101.5
     time.sleep(0.3)
     assert deliveries.got == [["a"], ["b"]]
     assert hand_over.pending() == 0                     # no reset's hand-over is due

@@ -220,19 +220,20 @@ class ObjectCache:
 
     With ``on_gap``, what changed around a reset of a watch, and each sweep's older changes,
     are handed to it (:mod:`functions.kube.gaps`): the resource and the changes; a sweep
-    waits for ``quiet()``."""
+    waits for ``quiet()``, and each hand-over holds back ``lag()`` seconds more."""
 
     def __init__(self, kube: KubeClient, specs: Sequence[CacheSpec],
                  on_gap: Callable[[Resource, list[Change]], None] | None = None, *,
                  sweep_every: float = SWEEP_SECONDS,
-                 quiet: Callable[[], bool] | None = None) -> None:
+                 quiet: Callable[[], bool] | None = None,
+                 lag: Callable[[], float] | None = None) -> None:
         self.kube = kube
         # A client that cannot stream cannot watch: then nothing is cached, all is read.
         self._specs = {_resource_id(s.resource): s for s in specs} if kube.can_watch else {}
         self._informers: dict[tuple[str, str], Informer] = {}
         self._guard = threading.Lock()
         self.on_gap = on_gap
-        self.catch_up = (CatchUp(self._deliver, sweep_every=sweep_every, quiet=quiet)
+        self.catch_up = (CatchUp(self._deliver, sweep_every=sweep_every, quiet=quiet, lag=lag)
                          if on_gap is not None else None)
         kube.observers.append(self)
 

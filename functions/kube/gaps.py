@@ -33,6 +33,13 @@ A replica that shares its Trigger with others sees only its share of the events,
 sweep runs some passes another replica already ran; a pass that finds nothing to change
 writes nothing.
 
+A burst queues events in the Broker for longer than either hold: a 1,000-job burst's events
+reach the functions half a minute or more after the watch saw their changes. A hand-over of a
+change whose event is still queued runs a pass ahead of it, and on a replica whose sibling
+gets that event, the two passes race (both create the job's pods, and one is refused). So
+each hold is lengthened by how far behind the watch the events have come lately
+(:class:`DeliveryLag`, from the events' ``time``).
+
 This is a safety net for a known loss, not the mechanism: events drive the functions, and
 the periodic resync stays the guarantee (a replica that was not running, or a resource no
 function caches, is left to it).
@@ -74,9 +81,14 @@ SWEEP_QUIET_SECONDS = 2.0
 SWEEP_DEFER_SECONDS = 300.0
 # How often a deferred sweep looks again.
 DEFERRED_RETRY_SECONDS = 1.0
+# The delivery lag that lengthens the holds: the longest seen over this window, counted at
+# most up to the limit (a clock far off between the event source and a function must not
+# hold the sweep back for longer than the journal keeps a change).
+LAG_WINDOW_SECONDS = 120.0
+LAG_LIMIT_SECONDS = 240.0
 # How long the journal keeps a change: past the widest interval between hand-overs (a
-# reset's last one, and a sweep that waited as long as it may).
-JOURNAL_SECONDS = 400.0
+# sweep that waited as long as it may, with the longest hold).
+JOURNAL_SECONDS = 600.0
 JOURNAL_LIMIT = 200_000
 
 
@@ -182,6 +194,39 @@ class Journal:
             return len(self._entries)
 
 
+class DeliveryLag:
+    """How far behind the watch the events come: the longest delay (an event's receipt less
+    its ``time``, which the event source sets when its watch sees the change) observed in the
+    last ``window`` seconds, at most ``limit``."""
+
+    def __init__(self, window: float = LAG_WINDOW_SECONDS, limit: float = LAG_LIMIT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.limit = limit
+        self.clock = clock
+        # (when observed, delay), delays falling from left to right: a delay is dropped once
+        # a longer one comes after it, since it can no longer be the window's longest.
+        self._delays: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        """An event arrived ``seconds`` after its change was seen (negative for a clock
+        ahead of the source's: counted as none)."""
+        delay = min(max(seconds, 0.0), self.limit)
+        with self._lock:
+            while self._delays and self._delays[-1][1] <= delay:
+                self._delays.pop()
+            self._delays.append((self.clock(), delay))
+
+    def recent(self) -> float:
+        """The longest delay observed in the window (0 when none was)."""
+        with self._lock:
+            horizon = self.clock() - self.window
+            while self._delays and self._delays[0][0] < horizon:
+                self._delays.popleft()
+            return self._delays[0][1] if self._delays else 0.0
+
+
 class Journaled(Protocol):
     """What :class:`CatchUp` needs of an informer: a name (for logs) and its journal."""
 
@@ -206,7 +251,8 @@ class CatchUp:
     """Hands the changes around each watch reset to ``deliver`` (from one background thread,
     started on the first reset), at :data:`CATCH_UP_AFTER` after each reset of that watch
     (the schedules of resets in a row merged); each hand-over starts where the previous one of
-    that watch stopped."""
+    that watch stopped, and stops its hold plus ``lag()`` (the recent delivery lag, see
+    :class:`DeliveryLag`) before its own time."""
 
     def __init__(self, deliver: Callable[[Journaled, list[Change]], None], *,
                  after: tuple[float, ...] = CATCH_UP_AFTER,
@@ -214,8 +260,10 @@ class CatchUp:
                  merge: float = MERGE_SECONDS, sweep_every: float = SWEEP_SECONDS,
                  sweep_hold: float = SWEEP_HOLD_SECONDS, quiet: Callable[[], bool] | None = None,
                  defer_limit: float = SWEEP_DEFER_SECONDS,
+                 lag: Callable[[], float] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.deliver = deliver
+        self.lag = lag
         self.after = after
         self.lookback = lookback
         self.hold = hold
@@ -286,9 +334,10 @@ class CatchUp:
                     ready = self._take_due()
                 if self._stopping:
                     return
+            lag = self.lag() if self.lag is not None and ready else 0.0
             for gap, since in ready:
                 source = gap.source
-                changed, upto = source.journal.since(since, gap.hold)
+                changed, upto = source.journal.since(since, gap.hold + lag)
                 with self._wake:
                     gap.scanned_to = max(gap.scanned_to, upto)
                 if changed:

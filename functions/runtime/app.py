@@ -31,6 +31,7 @@ import importlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from functions.core.events import ApiEvent
     from functions.kube.cache import CacheSpec, ObjectCache
     from functions.kube.client import KubeClient, RequestHook
-    from functions.kube.gaps import Change
+    from functions.kube.gaps import Change, DeliveryLag
     from functions.kube.resources import Resource
     from functions.runtime.dispatch import Dispatcher
     from functions.runtime.metrics import Metrics
@@ -131,6 +132,7 @@ class FunctionRuntime:
         self._recorder: EventRecorder | None = None
         self._metrics: Metrics | None = None
         self._cache: ObjectCache | None = None
+        self._lag: DeliveryLag | None = None
         self._reader: Reader | None = None
         self._reader_kube: KubeClient | None = None
         self.cache_specs: list[CacheSpec] = []
@@ -146,6 +148,7 @@ class FunctionRuntime:
         try:
             for module in _WARM_MODULES:
                 importlib.import_module(module)
+            from functions.kube.gaps import DeliveryLag
             from functions.runtime.dispatch import Dispatcher
             from functions.runtime.passes import KeyLocks
             from functions.runtime.registry import load_controllers
@@ -157,6 +160,7 @@ class FunctionRuntime:
                 unsent = {kind for name in self.functions
                           for kind in UNSENT_CHILD_UPDATES.get(name, ())}
                 self._child_caches = child_caches(controllers, self.cache_specs, unsent)
+            self._lag = DeliveryLag()
             metrics = self.metrics()
             locks = KeyLocks() if len(self.functions) > 1 else None
             self.dispatchers = [
@@ -218,7 +222,8 @@ class FunctionRuntime:
                     if self._cache is not None:
                         self._cache.stop()
                     self._cache = ObjectCache(kube, self.cache_specs, on_gap=self._catch_up,
-                                              sweep_every=sweep_seconds(), quiet=self.quiet)
+                                              sweep_every=sweep_seconds(), quiet=self.quiet,
+                                              lag=self.delivery_lag)
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
@@ -237,6 +242,11 @@ class FunctionRuntime:
         collection, :mod:`functions.runtime.collector`)."""
         from functions.kube.gaps import SWEEP_QUIET_SECONDS
         return all(d.quiet(SWEEP_QUIET_SECONDS) for d in self.dispatchers)
+
+    def delivery_lag(self) -> float:
+        """How far behind the watch this process's events have come lately (seconds): a
+        catch-up holds back that much more (:class:`functions.kube.gaps.DeliveryLag`)."""
+        return self._lag.recent() if self._lag is not None else 0.0
 
     def view(self, event: ApiEvent) -> tuple[bool, bool]:
         """How ``event``'s passes read, and whether it changed its object's status alone.
@@ -295,6 +305,8 @@ class FunctionRuntime:
             metrics.event(self.function, "", "", "invalid")
             log.info("rejected an event (%s): %s", exc.status, exc.reason)
             return problem_answer(exc.status, exc.reason)
+        if event.time is not None and self._lag is not None:
+            self._lag.observe(time.time() - event.time.timestamp())
         fresh, alone = self.view(event)
         outcome = combine([dispatcher.handle(event, fresh=fresh, status_alone=alone)
                            for dispatcher in self.dispatchers])

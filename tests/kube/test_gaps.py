@@ -1,6 +1,6 @@
 """Catching up after a watch gap (:mod:`functions.kube.gaps`): what the journal keeps and
-answers, and when a reset hands it over; the informer's side (what counts as a reset, what a
-re-list journals) with a scripted client."""
+answers, when a reset or a sweep hands it over, and how far the delivery lag holds it back
+(the informer's side: tests/kube/test_gaps_informer.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,18 @@ from typing import Any
 
 import pytest
 
-from functions.core.errors import TemporaryError
-from functions.kube import resources
-from functions.kube.cache import CacheSpec, Informer
-from functions.kube.client import ApiError
 from functions.kube.gaps import (
     CATCH_UP_AFTER,
     DEFERRED_RETRY_SECONDS,
     JOURNAL_SECONDS,
+    LAG_LIMIT_SECONDS,
     LOOKBACK_SECONDS,
     SWEEP_DEFER_SECONDS,
     SWEEP_HOLD_SECONDS,
     SWEEP_SECONDS,
     CatchUp,
     Change,
+    DeliveryLag,
     Journal,
     Journaled,
     reference,
@@ -267,11 +265,11 @@ def test_a_sweep_waits_for_its_functions_to_be_quiet(
 
 def test_the_journal_keeps_what_the_latest_hand_over_reaches_back_to() -> None:
     """A reset's last hand-over reaches back to shortly before the reset; a sweep that waited
-    as long as it may, to where the previous one stopped (its hold, its period and the wait
-    before it)."""
+    as long as it may, to where the previous one stopped (its hold with the longest delivery
+    lag, its period and the wait before it)."""
     assert max(CATCH_UP_AFTER) + LOOKBACK_SECONDS < JOURNAL_SECONDS
-    assert JOURNAL_SECONDS > (SWEEP_HOLD_SECONDS + SWEEP_SECONDS + SWEEP_DEFER_SECONDS
-                              + DEFERRED_RETRY_SECONDS)
+    assert JOURNAL_SECONDS > (SWEEP_HOLD_SECONDS + LAG_LIMIT_SECONDS + SWEEP_SECONDS
+                              + SWEEP_DEFER_SECONDS + DEFERRED_RETRY_SECONDS)
 
 
 def test_a_sweep_every_zero_sweeps_nothing(
@@ -342,76 +340,40 @@ def test_the_journal_marks_changes_of_the_status_alone() -> None:
         [("a", True), ("b", False)]
 
 
-class ScriptedKube:
-    """The client calls an informer makes, answered from a script: each ``list_pages`` and
-    ``watch`` takes the next step (a list of objects, watch events, or an exception)."""
-
-    can_watch = True
-
-    def __init__(self, lists: list[list[dict[str, Any]]],
-                 watches: list[list[dict[str, Any]] | Exception]) -> None:
-        self.lists = lists
-        self.watches = watches
-        self.idle = threading.Event()
-
-    def list_pages(self, res: Any, *, label_selector: str | None = None
-                   ) -> Iterator[dict[str, Any]]:
-        items = self.lists.pop(0)
-        yield {"metadata": {"resourceVersion": str(10 * (3 - len(self.lists)))}, "items": items}
-
-    def watch(self, res: Any, namespace: str | None = None, *, resource_version: str,
-              label_selector: str | None = None, timeout_seconds: int = 300
-              ) -> Iterator[dict[str, Any]]:
-        if not self.watches:
-            self.idle.set()
-            time.sleep(5)
-            return
-        step = self.watches.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        yield from step
+@pytest.mark.parametrize(("observed", "lag"), [
+    pytest.param([], 0.0, id="none-yet"),
+    pytest.param([(130.0, 5.0), (150.0, 2.0)], 5.0, id="the-longest-in-the-window"),
+    pytest.param([(100.0, 5.0), (150.0, 2.0), (170.0, 3.0)], 3.0, id="older-ones-age-out"),
+    pytest.param([(160.0, -4.0)], 0.0, id="a-clock-ahead-is-no-lag"),
+    pytest.param([(160.0, 1e6)], 240.0, id="at-most-the-limit"),
+])
+def test_the_delivery_lag_is_the_longest_delay_of_the_window(
+        clock: Clock, observed: list[tuple[float, float]], lag: float) -> None:
+    delays = DeliveryLag(window=60.0, limit=240.0, clock=clock)
+    for at, seconds in observed:
+        clock.now = at
+        delays.observe(seconds)
+    clock.now = 170.0
+    assert delays.recent() == lag
 
 
-def test_an_informer_reports_resets_and_journals_watch_events_and_relist_changes() -> None:
-    kube = ScriptedKube(
-        lists=[[pod("a", 1), pod("b", 2)], [pod("a", 1), pod("c", 25)]],
-        watches=[[{"type": "MODIFIED", "object": pod("b", 5)},
-                  {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "6"}}}],
-                 TemporaryError("connection reset", 1),
-                 [],
-                 ApiError(410, "Expired", "too old resource version")])
-    resets: list[str] = []
-    informer = Informer(kube, CacheSpec(resources.PODS, LABEL, LABEL),  # type: ignore[arg-type]
-                        on_reset=lambda source: resets.append(source.name))
-    informer.start()
-    try:
-        assert kube.idle.wait(10)
-    finally:
-        informer.stop()
-    # The first watch had events and the second lost its connection: a reflector resumes
-    # both from its last version. The third ended at once with nothing (a reflector lists
-    # again), the fourth was refused as too old.
-    assert resets == ["pods", "pods"]
-    changed, _ = informer.journal.since(0.0)
-    # the first list is no change; b's watch event, then what the re-list changed: c is
-    # new and b is gone (its last state); a is as it was
-    assert [(c.operation, c.obj["metadata"]["name"], c.obj["metadata"]["resourceVersion"])
-            for c in changed] == [("add", "c", "25"), ("delete", "b", "5")]
-    assert [o["metadata"]["name"] for o in informer.store.values()] == ["a", "c"]
-
-
-def test_a_quiet_watch_that_lasts_is_no_reset() -> None:
-    kube = ScriptedKube(lists=[[pod("a", 1)]],
-                        watches=[[{"type": "MODIFIED", "object": pod("a", 5)}], []])
-    resets: list[str] = []
-    informer = Informer(kube, CacheSpec(resources.PODS, LABEL, LABEL),  # type: ignore[arg-type]
-                        on_reset=lambda source: resets.append(source.name))
-    informer.short_watch_seconds = 0.0   # the empty watch "lasted" long enough
-    informer.start()
-    try:
-        assert kube.idle.wait(10)
-    finally:
-        informer.stop()
-    assert resets == []
-    assert [c.obj["metadata"]["resourceVersion"]
-            for c in informer.journal.since(0.0)[0]] == ["5"]
+@pytest.mark.parametrize("kind", ["reset", "sweep"])
+def test_a_hand_over_holds_back_the_delivery_lag_too(
+        deliveries: Deliveries, clock: Clock, catch_up: Callable[..., CatchUp],
+        kind: str) -> None:
+    """Under a burst the events come long after the watch saw their changes: a change is
+    handed over only once its event, as late as the recent ones, should have come."""
+    source = Source(clock)
+    hand_over = catch_up(after=(0.3, 0.6, 1.0), lookback=0.0, hold=0.1, merge=0.1,
+                         sweep_every=0.3, sweep_hold=0.1, lag=lambda: 0.5, clock=clock)
+    if kind == "reset":
+        hand_over.reset(source)
+    else:
+        hand_over.watch(source)
+    source.journal.record(added(pod("a", 1)))
+    clock.now = 100.3                                  # a is 0.3 s old: its event may come
+    clock.now = 100.6
+    time.sleep(0.3)
+    assert deliveries.got == []
+    clock.now = 101.0                                  # 1.0 s old: past hold and lag
+    assert deliveries.wait(1) == [["a"]]

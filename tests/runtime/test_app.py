@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -189,6 +190,25 @@ def test_only_this_functions_handlers_run(calls: Calls) -> None:
     response = post_sample(client, "02-captured-resource-update-pytorchjob-status.http.json")
     assert response.status_code == 202
     assert calls.seen == []
+
+
+@pytest.mark.parametrize(("age", "lag"), [
+    pytest.param(30.0, 30.0, id="thirty-seconds-behind"),
+    pytest.param(-5.0, 0.0, id="clock-ahead-of-the-source"),
+    pytest.param(None, 0.0, id="no-time"),
+])
+def test_the_delivery_lag_is_how_far_behind_the_events_come(calls: Calls, age: float | None,
+                                                            lag: float) -> None:
+    """What a catch-up holds back beyond its own hold (functions.kube.gaps.DeliveryLag):
+    an event's receipt less its ``time``."""
+    app = make_app([recording_controller(calls)])
+    headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
+    headers = {k: v for k, v in headers.items() if k != "Ce-Time"}
+    if age is not None:
+        sent = datetime.now(UTC) - timedelta(seconds=age)
+        headers["Ce-Time"] = sent.isoformat().replace("+00:00", "Z")
+    assert app.test_client().post("/", headers=headers, data=body).status_code == 202
+    assert runtime_of(app).delivery_lag() == pytest.approx(lag, abs=2.0)
 
 
 def test_probes_and_metrics(client: FlaskClient) -> None:

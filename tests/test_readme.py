@@ -285,6 +285,8 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     old a change no event brought must be."""
     from functions.kube.gaps import (
         JOURNAL_SECONDS,
+        LAG_LIMIT_SECONDS,
+        LAG_WINDOW_SECONDS,
         SWEEP_DEFER_SECONDS,
         SWEEP_HOLD_SECONDS,
         SWEEP_QUIET_SECONDS,
@@ -300,6 +302,8 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     assert (f"have had no event for {SWEEP_QUIET_SECONDS:.0f} s (at most "
             f"{SWEEP_DEFER_SECONDS:.0f} s)") in eventing
     assert f"a journal of the changes it applied (the last {JOURNAL_SECONDS:.0f} s" in eventing
+    assert (f"how late the events have come in the last {LAG_WINDOW_SECONDS:.0f} s (at most "
+            f"{LAG_LIMIT_SECONDS:.0f} s" in eventing)
 
 
 def test_readme_full_collections_wait_for_the_quiet_the_functions_report() -> None:

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from functions.cluster.runner import LocalCluster
 from functions.dev.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.runtime.app import FunctionRuntime
 from tests.support import REPO
 
 _active_cluster: LocalCluster | None = None
@@ -43,6 +45,35 @@ _active_cluster: LocalCluster | None = None
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+# Every function runtime the tests build (``create_app``): its background work (informers,
+# Event sender, requeue timers) stops with the test that built it, or with the session when a
+# wider fixture built it.
+_runtimes: weakref.WeakSet[FunctionRuntime] = weakref.WeakSet()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _function_runtimes() -> Iterator[None]:
+    built = FunctionRuntime.__init__
+
+    def tracked(self: FunctionRuntime, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        _runtimes.add(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FunctionRuntime, "__init__", tracked)
+        yield
+    for runtime in list(_runtimes):
+        runtime.close()
+
+
+@pytest.fixture(autouse=True)
+def _close_function_runtimes(_function_runtimes: None) -> Iterator[None]:
+    before = set(_runtimes)
+    yield
+    for runtime in set(_runtimes) - before:
+        runtime.close()
 
 
 @pytest.fixture(scope="session")

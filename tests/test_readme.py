@@ -247,9 +247,12 @@ def test_readme_event_priority_is_the_recorders_and_the_benchmarks() -> None:
     burst run ends."""
     from bench.burst import SETTLE_QUIET
     from functions.runtime.recorder import HOLD_SECONDS, EventRecorder
+    from functions.runtime.serve import EVENT_FLUSH_SECONDS
 
     text = " ".join(MEASURED.split())
     assert f"Events wait (at most {HOLD_SECONDS:.0f} s; a Warning never waits)" in text
+    assert (f"first sends the Events it still holds, for at most {EVENT_FLUSH_SECONDS:.0f} s"
+            in text)
     assert f"ours queues up to {EventRecorder.queue_size:,}" in text
     assert f"Events have not changed for {SETTLE_QUIET:.0f} s" in text
 

@@ -187,6 +187,19 @@ class FunctionRuntime:
             self._ready.wait(timeout)
         return self.readiness()
 
+    def close(self, flush_seconds: float = 0.0) -> None:
+        """Stop this process's background work as it stops: the watch caches, the requeue
+        timers (the resync stands behind them), and the Event sender once what is queued has
+        gone out (at most ``flush_seconds``)."""
+        with self._guard:
+            cache, recorder = self._cache, self._recorder
+        if cache is not None:
+            cache.stop()
+        for dispatcher in self.dispatchers:
+            dispatcher.timers.cancel_all()
+        if recorder is not None:
+            recorder.close(flush_seconds)
+
     # -- per-process singletons -----------------------------------------------------------------
 
     def metrics(self) -> Metrics:

@@ -5,7 +5,9 @@ redelivered CloudEvent that leads to the same Event bumps its count instead of a
 
 Recording is best effort. A function process records in the background (``background=True``,
 as client-go's event broadcaster does): a pass never waits for its Events, which are nearly
-half of a job's API requests; when the queue is full or the process stops, queued Events are lost.
+half of a job's API requests; when the queue is full, the Event is dropped. A process that
+stops (Knative scaling a function in, a rollout) closes its recorder: what is queued then goes
+out at once, for as long as the stop allows, and only the rest is lost.
 
 In the background, Events are also the lowest-priority writes. A ``Normal`` Event waits while
 the function has passes in flight (``busy``), for at most ``hold_seconds``: under a burst the
@@ -64,10 +66,15 @@ class EventRecorder:
         self._ready = threading.Condition()
         self._warnings: deque[_Queued] = deque()
         self._normals: deque[_Queued] = deque()
+        # Once closing: the monotonic time after which the senders stop with Events queued.
+        self._closing: float | None = None
+        self._senders: list[threading.Thread] = []
         if background:
             for index in range(self.senders):
-                threading.Thread(target=self._send_queued, name=f"event-recorder-{index}",
-                                 daemon=True).start()
+                thread = threading.Thread(target=self._send_queued, daemon=True,
+                                          name=f"event-recorder-{index}")
+                thread.start()
+                self._senders.append(thread)
 
     def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         """Best effort: a failure to record is logged, never raised."""
@@ -75,6 +82,10 @@ class EventRecorder:
             self._record(obj, event_type, reason, message)
             return
         with self._ready:
+            if self._closing is not None:
+                log.info("recorder closed; dropped %s on %s", reason,
+                         (obj.get("metadata") or {}).get("name"))
+                return
             if len(self._warnings) + len(self._normals) >= self.queue_size:
                 log.warning("event queue full; dropped %s on %s", reason,
                             (obj.get("metadata") or {}).get("name"))
@@ -88,14 +99,38 @@ class EventRecorder:
             if idle or event_type == WARNING:
                 self._ready.notify()
 
+    def close(self, flush_seconds: float = 0.0) -> int:
+        """Stop the senders once what is queued has been sent (held Normal Events no longer
+        wait) or ``flush_seconds`` have passed, whichever comes first; later Events are dropped.
+        Returns how many queued Events were not sent."""
+        deadline = time.monotonic() + flush_seconds
+        with self._ready:
+            self._closing = deadline
+            self._ready.notify_all()
+        for thread in self._senders:
+            # a write still in flight at the deadline is left to finish on its own
+            thread.join(max(0.0, deadline - time.monotonic()) + self.poll_seconds)
+        with self._ready:
+            lost = len(self._warnings) + len(self._normals)
+            self._warnings.clear()
+            self._normals.clear()
+        if lost:
+            log.warning("%d Events not sent: the function stopped first", lost)
+        return lost
+
     def _send_queued(self) -> None:
         while True:
             with self._ready:
                 while not self._warnings and not self._normals:
+                    if self._closing is not None:
+                        return
                     self._ready.wait()
+                if self._closing is not None and time.monotonic() >= self._closing:
+                    return
                 if self._warnings:
                     item = self._warnings.popleft()
-                elif self._may_send(self._normals[0][0] + self.hold_seconds):
+                elif self._closing is not None or self._may_send(
+                        self._normals[0][0] + self.hold_seconds):
                     item = self._normals.popleft()
                 else:
                     self._ready.wait(self.poll_seconds)  # a Warning wakes it at once

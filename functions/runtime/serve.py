@@ -65,6 +65,20 @@ def _child_exit(server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
+# How long a stopping worker may still send the Events it holds: well inside gunicorn's
+# graceful_timeout (20 s), which also bounds the requests it is finishing.
+EVENT_FLUSH_SECONDS = 5.0
+
+
+def _worker_exit(server: Any, worker: Any) -> None:
+    """Stop an event function's background work as its worker exits (Knative scaling it in, a
+    rollout), sending first the Events it holds, which would otherwise be lost with it."""
+    extensions = getattr(worker.wsgi, "extensions", None) or {}
+    runtime = extensions.get("functions.runtime")
+    if runtime is not None:
+        runtime.close(EVENT_FLUSH_SECONDS)
+
+
 def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0",  # noqa: S104
                      timeout: int = 330, log_level: str = "info") -> dict[str, Any]:
     """Gunicorn settings. ``timeout`` exceeds Knative's default 300 s request timeout so the
@@ -81,6 +95,7 @@ def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0
         "accesslog": None,
         "errorlog": "-",
         "child_exit": _child_exit,
+        "worker_exit": _worker_exit,
         # No runtime control socket: nothing manages a function pod that way, and it would
         # write under $HOME, which a restricted (arbitrary UID) container may not have.
         "control_socket_disable": True,

@@ -188,9 +188,9 @@ class FunctionUnderTest:
         raise AssertionError(f"the functions still write after {rounds} rounds of echoes")
 
     def close(self) -> None:
-        """Cancel the in-memory requeue timers, so they do not act after the test."""
-        for dispatcher in runtime_of(self.app).dispatchers:
-            dispatcher.timers.cancel_all()
+        """Stop the runtime's background work (requeue timers, informers, Event sender), so
+        none of it acts after the test."""
+        runtime_of(self.app).close()
 
 
 def _pods_settled(pods: Iterable[Obj]) -> bool:

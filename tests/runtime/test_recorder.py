@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -53,10 +54,26 @@ class Busy:
         return self.busy
 
 
+_made: list[EventRecorder] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_recorders() -> Iterator[None]:
+    yield
+    while _made:
+        _made.pop().close()
+
+
+def made(found: EventRecorder) -> EventRecorder:
+    """``found``, closed (its sender stopped) after the test."""
+    _made.append(found)
+    return found
+
+
 def recorder(busy: Busy | None, hold: float = 30.0) -> tuple[EventRecorder, CreatedEvents]:
     transport = CreatedEvents()
-    found = EventRecorder(KubeClient(transport, retries=0), "test", background=True,
-                          busy=busy, hold_seconds=hold)
+    found = made(EventRecorder(KubeClient(transport, retries=0), "test", background=True,
+                               busy=busy, hold_seconds=hold))
     found.quiet_seconds, found.poll_seconds = 0.1, 0.01
     return found, transport
 
@@ -152,8 +169,8 @@ def test_a_full_queue_drops_what_does_not_fit() -> None:
         queue_size = 2
 
     transport = CreatedEvents()
-    found = Small(KubeClient(transport, retries=0), "test", background=True,
-                  busy=Busy(True), hold_seconds=0.3)
+    found = made(Small(KubeClient(transport, retries=0), "test", background=True,
+                       busy=Busy(True), hold_seconds=0.3))
     for index in range(5):
         found.record(JOB, NORMAL, f"Created{index}", "Created")
     wait_sent(transport, 2)
@@ -187,3 +204,93 @@ def test_a_functions_events_wait_for_its_passes_in_flight() -> None:
     wait_sent(transport, 1)
     assert answers == [202]
     assert transport.sent[0][0] == "SuccessfulCreatePod"
+
+
+@dataclass
+class SlowEvents(CreatedEvents):
+    """Takes ``seconds`` over each Event; ``started`` is set once the first is on its way."""
+
+    seconds: float = 0.3
+    started: threading.Event = field(default_factory=threading.Event)
+
+    def send(self, request: Request, timeout: float) -> Response:
+        self.started.set()
+        time.sleep(self.seconds)
+        return super().send(request, timeout)
+
+
+def sender_ends(found: EventRecorder, timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(t.is_alive() for t in threading.enumerate() if t.name.startswith("event-recorder")
+              and t in found._senders):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_closing_sends_the_held_events_at_once() -> None:
+    """A stopping function sends what it holds (its passes may still be in flight)."""
+    found, transport = recorder(Busy(True), hold=30.0)
+    reasons = ["SuccessfulCreatePod", "SuccessfulCreateService", "JobCreated"]
+    for reason in reasons:
+        found.record(JOB, NORMAL, reason, "Created")
+    time.sleep(0.2)
+    assert transport.sent == []  # held: the function is busy
+    started = time.monotonic()
+    assert found.close(flush_seconds=5.0) == 0
+    assert time.monotonic() - started < 2.0
+    assert [reason for reason, _ in transport.sent] == reasons
+    assert sender_ends(found)
+
+
+def test_closing_stops_at_its_deadline_and_counts_what_was_left() -> None:
+    transport = SlowEvents()
+    found = made(EventRecorder(KubeClient(transport, retries=0), "test", background=True))
+    for index in range(5):
+        found.record(JOB, NORMAL, f"Created{index}", "Created")
+    assert transport.started.wait(2.0)
+    assert found.close(flush_seconds=0.1) == 4  # the first was on its way
+    assert sender_ends(found)
+    assert [reason for reason, _ in transport.sent] == ["Created0"]
+
+
+def test_events_recorded_after_closing_are_dropped() -> None:
+    found, transport = recorder(None)
+    assert found.close() == 0
+    found.record(JOB, WARNING, "BackoffLimitExceeded", "failed")
+    time.sleep(0.2)
+    assert transport.sent == []
+    assert sender_ends(found)
+
+
+def test_a_stopping_worker_sends_the_events_its_pass_in_flight_recorded() -> None:
+    """Through an app and the gunicorn hook a worker exits by: the Event stays held while the
+    pass runs, and goes out when the worker stops, the pass still in flight."""
+    from types import SimpleNamespace
+
+    from functions.runtime.serve import gunicorn_options
+
+    transport = CreatedEvents()
+    release = threading.Event()
+
+    def behaviour(ctx: Context, key: ObjectKey) -> None:
+        ctx.recorder.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
+        release.wait(5)
+
+    app = create_app("reconcile", controllers=[recording_controller(Calls(), behaviour)],
+                     kube_factory=lambda hook: KubeClient(transport, on_request=hook),
+                     warm_up="now")
+    headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
+    delivery = threading.Thread(
+        target=lambda: app.test_client().post("/", headers=headers, data=body))
+    delivery.start()
+    try:
+        time.sleep(0.5)
+        assert transport.sent == []
+        gunicorn_options(8080, 1, 2)["worker_exit"](None, SimpleNamespace(wsgi=app))
+        assert [reason for reason, _ in transport.sent] == ["SuccessfulCreatePod"]
+        assert sender_ends(runtime_of(app).recorder())
+    finally:
+        release.set()
+        delivery.join(5)

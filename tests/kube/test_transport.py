@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 
@@ -64,6 +64,9 @@ class Server:
                     return
 
     def close(self) -> None:
+        # closing alone does not wake an accept() blocked in another thread; a shutdown does
+        with suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from flask import Flask
 
 from functions.core.keys import ObjectKey
 from functions.kube.client import KubeClient
@@ -178,11 +179,10 @@ def test_a_full_queue_drops_what_does_not_fit() -> None:
     assert [reason for reason, _ in transport.sent] == ["Created0", "Created1"]
 
 
-def test_a_functions_events_wait_for_its_passes_in_flight() -> None:
-    """Through an app: the Event a handler records goes out only once its pass is over."""
-    transport = CreatedEvents()
-    release = threading.Event()
-
+def pass_in_flight(transport: CreatedEvents, release: threading.Event,
+                   answers: list[int]) -> tuple[Flask, threading.Thread]:
+    """A reconcile app whose handler records an Event and then waits for ``release``, and the
+    delivery (started) whose pass it is; the delivery's status code goes to ``answers``."""
     def behaviour(ctx: Context, key: ObjectKey) -> None:
         ctx.recorder.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
         release.wait(5)
@@ -190,13 +190,21 @@ def test_a_functions_events_wait_for_its_passes_in_flight() -> None:
     app = create_app("reconcile", controllers=[recording_controller(Calls(), behaviour)],
                      kube_factory=lambda hook: KubeClient(transport, on_request=hook),
                      warm_up="now")
-    runtime_of(app).recorder().quiet_seconds = 0.1
     headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
-    answers: list[int] = []
     delivery = threading.Thread(
         target=lambda: answers.append(app.test_client().post("/", headers=headers,
                                                              data=body).status_code))
     delivery.start()
+    return app, delivery
+
+
+def test_a_functions_events_wait_for_its_passes_in_flight() -> None:
+    """Through an app: the Event a handler records goes out only once its pass is over."""
+    transport = CreatedEvents()
+    release = threading.Event()
+    answers: list[int] = []
+    app, delivery = pass_in_flight(transport, release, answers)
+    runtime_of(app).recorder().quiet_seconds = 0.1
     time.sleep(0.5)
     assert transport.sent == []  # recorded, held while the pass runs
     release.set()
@@ -220,13 +228,9 @@ class SlowEvents(CreatedEvents):
 
 
 def sender_ends(found: EventRecorder, timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while any(t.is_alive() for t in threading.enumerate() if t.name.startswith("event-recorder")
-              and t in found._senders):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    for thread in found._senders:
+        thread.join(timeout)
+    return not any(thread.is_alive() for thread in found._senders)
 
 
 def test_closing_sends_the_held_events_at_once() -> None:
@@ -273,18 +277,8 @@ def test_a_stopping_worker_sends_the_events_its_pass_in_flight_recorded() -> Non
 
     transport = CreatedEvents()
     release = threading.Event()
-
-    def behaviour(ctx: Context, key: ObjectKey) -> None:
-        ctx.recorder.record(JOB, NORMAL, "SuccessfulCreatePod", "Created pod: mnist-master-0")
-        release.wait(5)
-
-    app = create_app("reconcile", controllers=[recording_controller(Calls(), behaviour)],
-                     kube_factory=lambda hook: KubeClient(transport, on_request=hook),
-                     warm_up="now")
-    headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
-    delivery = threading.Thread(
-        target=lambda: app.test_client().post("/", headers=headers, data=body))
-    delivery.start()
+    answers: list[int] = []
+    app, delivery = pass_in_flight(transport, release, answers)
     try:
         time.sleep(0.5)
         assert transport.sent == []
@@ -294,3 +288,4 @@ def test_a_stopping_worker_sends_the_events_its_pass_in_flight_recorded() -> Non
     finally:
         release.set()
         delivery.join(5)
+    assert answers == [202]

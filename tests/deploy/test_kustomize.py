@@ -13,6 +13,7 @@ import pytest
 from functions.__main__ import build_parser
 from functions.core.delivery import DeliverySpec
 from functions.jobs.core.frameworks import FRAMEWORKS
+from functions.runtime.serve import default_threads
 from functions.trainer.core import params
 from tests.deploy.support import (
     FUNCTIONS,
@@ -184,6 +185,8 @@ def test_function_service_settings(builds: dict[str, list[Obj]], function: str) 
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert ksvc["metadata"]["labels"]["networking.knative.dev/visibility"] == "cluster-local"
     assert spec["containerConcurrency"] == int(env["THREADS"]) > 0
+    # `make dev` and the benchmark serve with the defaults: they must be what is deployed.
+    assert int(env["THREADS"]) == default_threads(function)
     assert 1 <= int(annotations["autoscaling.knative.dev/min-scale"]) <= int(
         annotations["autoscaling.knative.dev/max-scale"])
     assert 0 < spec["timeoutSeconds"] <= 600

@@ -346,3 +346,18 @@ def test_readme_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
             if isinstance(summary, dict) and "created_s" in summary:
                 assert summary.get("kwok_pod_play_parallelism") == POD_PLAY_PARALLELISM, \
                     (size, system)
+
+
+def test_readme_function_concurrency_is_the_deployed_one() -> None:
+    """README, What runs where: each function's containerConcurrency (and threads) as
+    config/serving deploys it."""
+    import yaml
+
+    def concurrency(function: str) -> int:
+        ksvc = yaml.safe_load((REPO / "config" / "serving" / f"{function}.yaml").read_text())
+        return int(ksvc["spec"]["template"]["spec"]["containerConcurrency"])
+
+    assert concurrency("reconcile") == concurrency("gc")
+    assert (f"`containerConcurrency` equal to their gunicorn threads ({concurrency('reconcile')} "
+            f"for reconcile and gc, as more contend for the GIL; {concurrency('status')} for "
+            "status,") in README

@@ -357,7 +357,6 @@ def test_readme_function_concurrency_is_the_deployed_one() -> None:
         ksvc = yaml.safe_load((REPO / "config" / "serving" / f"{function}.yaml").read_text())
         return int(ksvc["spec"]["template"]["spec"]["containerConcurrency"])
 
-    assert concurrency("reconcile") == concurrency("gc")
+    assert concurrency("reconcile") == concurrency("gc") == concurrency("status")
     assert (f"`containerConcurrency` equal to their gunicorn threads ({concurrency('reconcile')} "
-            f"for reconcile and gc, as more contend for the GIL; {concurrency('status')} for "
-            "status,") in README
+            "for reconcile, gc and status, as more contend for the GIL)") in README

@@ -112,12 +112,10 @@ def _remove_in_master(directory: str, master: int) -> None:
 
 
 # Event functions serve with two threads: more contend for the GIL and cost CPU per event;
-# Knative scales a busy function out instead. Status keeps four: a job's pod events are
-# coalesced into one pass, so under a burst most of its requests wait on a pass rather than
-# use the CPU, and with two the pods' last updates queued seconds behind the Broker (every
-# job Running 3.2 s after the last create in the 200-job burst, 0.5 s with four, for 12%
-# more CPU). The REST API keeps more.
-DEFAULT_THREADS = {"api": 8, "status": 4}
+# Knative scales a busy function out instead. (Status with four: every job Running 2-3 s
+# sooner in the 200-job burst, but 12-18% more controller CPU on a 2-core machine, where the
+# functions share the cores with the API server.) The REST API keeps more.
+DEFAULT_THREADS = {"api": 8}
 EVENT_FUNCTION_THREADS = 2
 
 
@@ -142,7 +140,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--host", default="0.0.0.0")  # noqa: S104
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "1")))
     parser.add_argument("--threads", type=int, default=None,
-                        help="request threads (default: $THREADS, else 2; 4 for status, 8 for api)")
+                        help="request threads (default: $THREADS, else 2; 8 for api)")
     parser.set_defaults(handler=_main)
 
 

@@ -11,7 +11,7 @@ does what a kubelet does, and only that:
 
 * the container's environment from the pod spec exactly (:func:`container_env`), plus the
   pod's ServiceAccount token (a kubeconfig stands in for the in-cluster config files) and
-  ``HTTP_PROXY`` (the pod network: :mod:`functions.dev.network`);
+  ``HTTP_PROXY`` (the pod network's SOCKS5 proxy: :mod:`functions.dev.socks`);
 * its own network namespace (:mod:`functions.dev.podnet`), so ports never collide;
 * for a container that mounts volumes, a root directory of its own
   (:mod:`functions.dev.podroot`) with its ``configMap``, ``secret`` and ``emptyDir`` volumes
@@ -258,7 +258,7 @@ class LocalKubelet:
         meta, spec = pod["metadata"], pod["spec"]
         token = service_account_token(self.kube, meta["namespace"],
                                       spec.get("serviceAccountName") or "default", bound_pod=pod)
-        proxy = f"http://127.0.0.1:{self.network.proxy_port}"
+        proxy = f"socks5://127.0.0.1:{self.network.proxy_port}"
         env.update({"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "NO_PROXY": "127.0.0.1,localhost"})
         argv = [str(self.bin_dir / local.binary), *args]
         if needs_root(container):
@@ -281,7 +281,7 @@ class LocalKubelet:
             "argv": argv, "env": env,
             "outbound": [{"port": self.network.api_port, "name": "api",
                           "handoff": str(self.network.handoff_sock)},
-                         {"port": self.network.proxy_port, "name": "proxy",
+                         {"port": self.network.proxy_port, "name": "socks",
                           "handoff": str(self.network.handoff_sock)}],
             "inbound": [{"unix": str(directory / str(p)), "port": p,
                          "handoff": str(directory / f"{p}{HANDOFF_SUFFIX}")}

@@ -3,14 +3,15 @@ processes, and nothing more.
 
 Knative's data plane addresses everything by in-cluster name (the Broker ingress, the channel,
 the Broker filter, the subscribers' Knative Services). Its HTTP clients clone Go's
-``http.DefaultTransport``, so they honour ``HTTP_PROXY``; Go never proxies a loopback address,
-so their API server traffic stays direct. One process
+``http.DefaultTransport``, so they honour ``HTTP_PROXY`` (a ``socks5://`` one too); Go never
+proxies a loopback address, so their API server traffic stays direct. One process
 (``python -m functions.dev.network CONFIG``) therefore serves, all on this machine:
 
+* a SOCKS5 proxy (:mod:`functions.dev.socks`), the ``HTTP_PROXY`` of every local pod (through
+  :mod:`functions.dev.podnet`): a connection per destination, its bytes copied unread;
 * an HTTP forward proxy (:mod:`functions.dev.proxy`), plain requests and ``CONNECT`` tunnels,
-  on 127.0.0.1 (for the API server's egress to the cluster network, which is how admission
-  webhooks are reached, and for the tests) and on a Unix socket (the ``HTTP_PROXY`` of every
-  local pod, through :mod:`functions.dev.podnet`);
+  on a Unix socket (the API server's egress to the cluster network, which is how admission
+  webhooks are reached) and on 127.0.0.1 (for callers on this machine and the tests);
 * a Unix socket forwarded to the API server, the pods' way to it out of their namespace;
 * a hand-off socket (:mod:`functions.dev.handoff`) through which the pods give it their
   connections to the proxy and to the API server as file descriptors.
@@ -40,6 +41,7 @@ from functions.dev.core.routes import Backend, Resolver
 from functions.dev.handoff import serve_handoffs
 from functions.dev.podnet import run_loop, splice
 from functions.dev.proxy import Proxy
+from functions.dev.socks import Socks
 from functions.kube import resources
 from functions.kube.cache import CacheSpec, Informer
 from functions.kube.client import KubeClient
@@ -110,8 +112,10 @@ class Network:
         for informer in (self.services, self.endpoints):
             await asyncio.to_thread(informer.synced.wait, 30)
         proxy = Proxy(self.pick)
+        socks = Socks(self.pick, proxy.upstreams)
         handoffs = serve_handoffs(str(self.config["handoff_sock"]),
-                                  {"proxy": proxy.handle, "api": self.to_api})
+                                  {"proxy": proxy.handle, "socks": socks.handle,
+                                   "api": self.to_api})
         servers = [
             await asyncio.start_server(proxy.handle, "127.0.0.1",
                                        int(self.config["listen_port"])),

@@ -49,8 +49,8 @@ class PodHost:
 
     @staticmethod
     def proxy_socket(cluster: LocalCluster) -> Path:
-        """The cluster network's proxy socket: the pods' ``HTTP_PROXY`` and the API server's
-        egress to the cluster network."""
+        """The cluster network's HTTP proxy socket: the API server's egress to the cluster
+        network."""
         return cluster.root / "net" / "proxy.sock"
 
     def pod_network(self) -> PodNetwork:

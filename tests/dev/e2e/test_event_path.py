@@ -5,6 +5,7 @@ the adapter's events, and the Trainer made Ready and repaired on the events of i
 from __future__ import annotations
 
 import copy
+import json
 import time
 import urllib.request
 from collections import Counter
@@ -65,6 +66,27 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     [jobs_source] = [s for s in found["ApiServerSource"]
                      if s["metadata"]["name"] == "odh-training-objects"]
     assert jobs_source["spec"].get("filters"), "the objects source has no filters"
+
+
+def test_the_local_pods_reach_the_cluster_network_through_its_socks_proxy(
+        stack: DevStack) -> None:
+    """Every local pod (the Knative data plane among them) has the cluster network's SOCKS5
+    proxy as its ``HTTP_PROXY``, and its network half hands that port's connections to the
+    network's SOCKS route, so each connection is joined to one endpoint and its bytes pass
+    unread (the README's "What runs where"); the events of the other tests crossed it."""
+    assert stack.pods is not None and stack.pods.kubelet is not None
+    local = [p for p in stack.pods.kubelet.snapshot() if p.process is not None]
+    binaries = {p.binary for p in local}
+    assert {"broker_ingress", "broker_filter", "imc_dispatcher",
+            "apiserver_receive_adapter"} <= binaries, binaries
+    port = stack.pods.proxy_port
+    for pod in local:
+        config = json.loads((stack.pods.pod_network().pods_dir / pod.pod["metadata"]["uid"]
+                             / "config.json").read_text())
+        proxy = f"socks5://127.0.0.1:{port}"
+        assert (config["env"]["HTTP_PROXY"], config["env"]["HTTPS_PROXY"]) == (proxy, proxy)
+        assert {"port": port, "name": "socks"} in [
+            {k: v for k, v in route.items() if k != "handoff"} for route in config["outbound"]]
 
 
 def test_functions_run_as_their_own_service_accounts(stack: DevStack) -> None:

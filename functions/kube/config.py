@@ -5,10 +5,13 @@ second, which a cold Knative pod should not pay. It supports what functions meet
 in-cluster service account (whose token rotates, so it is re-read on demand) and kubeconfig files
 with client certificates, bearer tokens and CA data, inline or as file paths.
 
-TLS takes certificates and keys only from files, so inline (``*-data``) ones are written to a
-directory private to the process (0700, files 0600), one file per distinct content however often
-a kubeconfig is loaded, and removed when the process that wrote them exits. A forked child writes
-its own and never removes its parent's.
+TLS takes certificates and keys only from files, so inline (``*-data``) ones become files
+private to the process, one per distinct content however often a kubeconfig is loaded. On Linux
+each is an anonymous memory file (``memfd_create``) opened by its ``/proc/self/fd`` path: it is
+never on a disk and goes with the process however that ends, a SIGTERM or a SIGKILL included
+(the local stack stops its processes so). Elsewhere they are written to a directory private to
+the process (0700, files 0600) and removed when the process that wrote them exits normally. A
+forked child makes its own and never removes its parent's.
 """
 
 from __future__ import annotations
@@ -73,32 +76,56 @@ def in_cluster() -> ClusterConfig:
 
 
 class _PrivateFiles:
-    """Files only this process may read, removed when it exits."""
+    """Files only this process may read: anonymous memory files where the platform has them
+    (``anonymous``, the default on Linux), else files of a private directory removed at exit."""
 
-    def __init__(self) -> None:
+    def __init__(self, anonymous: bool | None = None) -> None:
+        self.anonymous = (hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+                          if anonymous is None else anonymous)
         self._lock = threading.Lock()
         self._directory: Path | None = None
+        self._paths: dict[str, str] = {}
         self._pid = 0
 
     def directory(self) -> Path | None:
-        """Where this process writes (``None`` before the first file)."""
+        """Where this process writes (``None`` before the first file, and for memory files)."""
         return self._directory if self._pid == os.getpid() else None
 
     def write(self, content: bytes, suffix: str) -> str:
+        name = hashlib.sha256(content).hexdigest()[:32] + suffix
         with self._lock:
             pid = os.getpid()
-            if self._directory is None or self._pid != pid:
-                self._directory = Path(tempfile.mkdtemp(prefix="kubecfg-"))  # mode 0700
-                self._pid = pid
-                atexit.register(_remove_if_owner, self._directory, pid)
-            path = self._directory / (hashlib.sha256(content).hexdigest()[:32] + suffix)
-            if not path.exists():
-                partial = path.with_name(path.name + ".partial")
-                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(content)
-                partial.replace(path)
-            return str(path)
+            if self._pid != pid:  # first use, or a forked child: start its own
+                self._directory, self._paths, self._pid = None, {}, pid
+            if name not in self._paths:
+                self._paths[name] = (_memory_file(content, suffix) if self.anonymous
+                                     else self._disk_file(name, content, pid))
+            return self._paths[name]
+
+    def _disk_file(self, name: str, content: bytes, pid: int) -> str:
+        if self._directory is None:
+            self._directory = Path(tempfile.mkdtemp(prefix="kubecfg-"))  # mode 0700
+            atexit.register(_remove_if_owner, self._directory, pid)
+        path = self._directory / name
+        if not path.exists():
+            partial = path.with_name(path.name + ".partial")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+            partial.replace(path)
+        return str(path)
+
+
+def _memory_file(content: bytes, suffix: str) -> str:
+    """An anonymous file holding ``content``, kept open for the life of the process; its
+    ``/proc/self/fd`` path opens it afresh (offset 0) in this process, and only processes of
+    the same user may open it from elsewhere, as with a file of a 0700 directory."""
+    fd = os.memfd_create(f"kubecfg{suffix}", os.MFD_CLOEXEC)
+    os.fchmod(fd, 0o600)
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view):]
+    return f"/proc/self/fd/{fd}"
 
 
 def _remove_if_owner(directory: Path, pid: int) -> None:

@@ -1,5 +1,6 @@
-"""Kubeconfig loading: inline client keys and certificates become private files (0600 in a
-0700 directory), one per content, gone when the process that wrote them exits."""
+"""Kubeconfig loading: inline client keys and certificates become private files, one per
+content: anonymous memory files, which nothing leaves on disk however the process ends, or,
+without them, files of a private directory (0600 in 0700) removed at exit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import atexit
 import base64
 import json
 import os
+import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -45,7 +48,19 @@ def mode(path: str | Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def test_inline_key_is_a_private_file_with_its_content(tmp_path: Path) -> None:
+def test_inline_data_are_anonymous_memory_files_with_their_content(tmp_path: Path) -> None:
+    loaded = config.from_kubeconfig(inline(tmp_path))
+    files = (loaded.client_key_file, loaded.client_cert_file, loaded.ca_file)
+    assert [Path(str(f)).read_bytes() for f in files] == [KEY, CERT, CERT]
+    for path in (loaded.client_key_file, loaded.client_cert_file):
+        assert os.readlink(str(path)).startswith("/memfd:kubecfg"), path
+        assert mode(str(path)) == 0o600
+    assert config.PRIVATE_FILES.directory() is None
+
+
+def test_without_memory_files_inline_data_are_files_of_a_private_directory(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(config, "PRIVATE_FILES", config._PrivateFiles(anonymous=False))
     loaded = config.from_kubeconfig(inline(tmp_path))
     assert loaded.client_key_file is not None and loaded.client_cert_file is not None
     assert Path(loaded.client_key_file).read_bytes() == KEY
@@ -54,15 +69,20 @@ def test_inline_key_is_a_private_file_with_its_content(tmp_path: Path) -> None:
     assert mode(loaded.client_key_file) == 0o600
     assert mode(Path(loaded.client_key_file).parent) == 0o700
     assert Path(loaded.client_key_file).parent == config.PRIVATE_FILES.directory()
+    shutil.rmtree(Path(loaded.client_key_file).parent)
 
 
-def test_loading_again_writes_no_new_files(tmp_path: Path) -> None:
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_loading_again_makes_no_new_files(tmp_path: Path) -> None:
     first = config.from_kubeconfig(inline(tmp_path))
-    files = sorted(os.listdir(Path(str(first.client_key_file)).parent))
+    opened = open_descriptors()
     for _ in range(5):
         again = config.from_kubeconfig(inline(tmp_path))
         assert again.client_key_file == first.client_key_file
-    assert sorted(os.listdir(Path(str(first.client_key_file)).parent)) == files
+    assert open_descriptors() == opened
 
 
 @pytest.mark.parametrize(("user", "expected"), [
@@ -83,20 +103,39 @@ def test_data_that_is_not_base64_is_a_config_error(tmp_path: Path) -> None:
         config.from_kubeconfig(kubeconfig(tmp_path, {"client-key-data": "abc"}))
 
 
-def test_files_are_removed_when_the_process_exits(tmp_path: Path) -> None:
-    script = ("import json, sys\nfrom functions.kube import config\n"
-              "c = config.from_kubeconfig(sys.argv[1])\n"
-              "print(json.dumps([c.client_key_file, c.client_cert_file, c.ca_file]))\n"
-              "assert open(c.client_key_file, 'rb').read().startswith(b'-----BEGIN')\n")
-    done = subprocess.run([sys.executable, "-c", script, str(inline(tmp_path))], cwd=REPO,
-                          capture_output=True, text=True, check=True)
+LOAD = ("import json, os, signal, sys\nfrom functions.kube import config\n"
+        "{setup}c = config.from_kubeconfig(sys.argv[1])\n"
+        "print(json.dumps([c.client_key_file, c.client_cert_file, c.ca_file]), flush=True)\n"
+        "assert open(c.client_key_file, 'rb').read().startswith(b'-----BEGIN')\n"
+        "{end}")
+
+
+@pytest.mark.parametrize(("setup", "end"), [
+    pytest.param("", "", id="memory-files-exit"),
+    pytest.param("", "os.kill(os.getpid(), signal.SIGTERM)\n", id="memory-files-sigterm"),
+    pytest.param("", "os.kill(os.getpid(), signal.SIGKILL)\n", id="memory-files-sigkill"),
+    pytest.param("config.PRIVATE_FILES = config._PrivateFiles(anonymous=False)\n", "",
+                 id="private-directory-exit"),
+])
+def test_nothing_is_left_on_disk_when_the_process_ends(tmp_path: Path, setup: str,
+                                                       end: str) -> None:
+    """However the process ends, for memory files (a stopped local-stack process is sent a
+    SIGTERM, and a SIGKILL after a grace period); at a normal exit, for the directory."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-c", LOAD.format(setup=setup, end=end),
+                           str(inline(tmp_path))], cwd=REPO, capture_output=True, text=True,
+                          check=False, env={**os.environ, "TMPDIR": str(temp)})
+    assert done.returncode in (0, -signal.SIGTERM, -signal.SIGKILL), done.stderr
     paths = json.loads(done.stdout)
     assert all(paths)
-    assert not any(Path(p).exists() for p in paths)
-    assert not Path(paths[0]).parent.exists()
+    assert not any(Path(p).exists() for p in paths if not p.startswith("/proc/self/"))
+    assert list(temp.iterdir()) == []
 
 
-def test_a_forked_child_leaves_its_parents_files_alone(tmp_path: Path) -> None:
+def test_a_forked_child_leaves_its_parents_files_alone(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    monkeypatch.setattr(config, "PRIVATE_FILES", config._PrivateFiles(anonymous=False))
     loaded = config.from_kubeconfig(inline(tmp_path))
     read, write = os.pipe()
     child = os.fork()
@@ -117,4 +156,28 @@ def test_a_forked_child_leaves_its_parents_files_alone(tmp_path: Path) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert own_key != loaded.client_key_file
     assert own_gone, "the child removes what it wrote"
+    assert Path(str(loaded.client_key_file)).read_bytes() == KEY
+    shutil.rmtree(Path(str(loaded.client_key_file)).parent)
+
+
+def test_a_forked_child_makes_its_own_memory_files(tmp_path: Path) -> None:
+    loaded = config.from_kubeconfig(inline(tmp_path))
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            own = config.from_kubeconfig(inline(tmp_path))
+            os.write(write, json.dumps([own.client_key_file,
+                                        Path(str(own.client_key_file)).read_bytes().decode()
+                                        ]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        own_key, content = json.loads(pipe.read())
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert own_key != loaded.client_key_file and content.encode() == KEY
     assert Path(str(loaded.client_key_file)).read_bytes() == KEY

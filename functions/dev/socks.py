@@ -63,7 +63,6 @@ class Socks:
         version, count = await reader.readexactly(2)
         writer.write(socks5.method_answer(version, await reader.readexactly(count)))
         start = await reader.readexactly(socks5.REQUEST_START)
-        socks5.check_start(start)
         first = await reader.readexactly(1)
         rest = await reader.readexactly(socks5.address_size(start, first[0]))
         return socks5.destination(start, first + rest)

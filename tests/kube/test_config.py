@@ -13,6 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,27 +134,37 @@ def test_nothing_is_left_on_disk_when_the_process_ends(tmp_path: Path, setup: st
     assert list(temp.iterdir()) == []
 
 
-def test_a_forked_child_leaves_its_parents_files_alone(monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path) -> None:
-    monkeypatch.setattr(config, "PRIVATE_FILES", config._PrivateFiles(anonymous=False))
-    loaded = config.from_kubeconfig(inline(tmp_path))
+def in_forked_child(work: Callable[[], Any]) -> Any:
+    """What ``work`` returns (JSON) when run in a forked child, which then leaves without
+    any cleanup of its own (``os._exit``)."""
     read, write = os.pipe()
     child = os.fork()
-    if child == 0:  # the child: load, run its exit hooks, report, leave without more cleanup
+    if child == 0:
         code = 1
         try:
-            own = config.from_kubeconfig(inline(tmp_path))
-            atexit._run_exitfuncs()
-            gone = not Path(str(own.client_key_file)).exists()
-            os.write(write, json.dumps([own.client_key_file, gone]).encode())
+            os.write(write, json.dumps(work()).encode())
             code = 0
         finally:
             os._exit(code)
     os.close(write)
     with os.fdopen(read) as pipe:
-        own_key, own_gone = json.loads(pipe.read())
+        found = json.loads(pipe.read())
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+    return found
+
+
+def test_a_forked_child_leaves_its_parents_files_alone(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    monkeypatch.setattr(config, "PRIVATE_FILES", config._PrivateFiles(anonymous=False))
+    loaded = config.from_kubeconfig(inline(tmp_path))
+
+    def load_and_exit() -> list[Any]:  # the child's exit hooks run, then it reports
+        own = config.from_kubeconfig(inline(tmp_path))
+        atexit._run_exitfuncs()
+        return [own.client_key_file, not Path(str(own.client_key_file)).exists()]
+
+    own_key, own_gone = in_forked_child(load_and_exit)
     assert own_key != loaded.client_key_file
     assert own_gone, "the child removes what it wrote"
     assert Path(str(loaded.client_key_file)).read_bytes() == KEY
@@ -162,22 +173,11 @@ def test_a_forked_child_leaves_its_parents_files_alone(monkeypatch: pytest.Monke
 
 def test_a_forked_child_makes_its_own_memory_files(tmp_path: Path) -> None:
     loaded = config.from_kubeconfig(inline(tmp_path))
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            own = config.from_kubeconfig(inline(tmp_path))
-            os.write(write, json.dumps([own.client_key_file,
-                                        Path(str(own.client_key_file)).read_bytes().decode()
-                                        ]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        own_key, content = json.loads(pipe.read())
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def load() -> list[str]:
+        own = config.from_kubeconfig(inline(tmp_path))
+        return [str(own.client_key_file), Path(str(own.client_key_file)).read_bytes().decode()]
+
+    own_key, content = in_forked_child(load)
     assert own_key != loaded.client_key_file and content.encode() == KEY
     assert Path(str(loaded.client_key_file)).read_bytes() == KEY

@@ -27,7 +27,8 @@ from functions.api.core import crs
 from functions.api.core.models import JobRequest
 from functions.cluster.binaries import ensure_bin_dir
 from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster, free_port
+from functions.cluster.ports import free_port
+from functions.cluster.runner import LocalCluster
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import KubeClient

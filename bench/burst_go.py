@@ -33,7 +33,8 @@ from typing import IO
 
 from functions.cluster import pki
 from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
+from functions.cluster.ports import free_port
+from functions.cluster.runner import Component, LocalCluster, stop_process_group
 from functions.kube import resources
 
 USER = "training-operator"

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any
 import yaml
 
 from functions.cluster import kwok, pki
+from functions.cluster.ports import free_port
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig
@@ -58,12 +58,6 @@ rules:
 
 class ClusterError(RuntimeError):
     """A component failed to start; the message names it, its log and a way forward."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

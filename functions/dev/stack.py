@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
+from functions.cluster.ports import free_port
+from functions.cluster.runner import Component, LocalCluster, stop_process_group
 from functions.dev import controllers, knative
 from functions.dev.knative_stack import KnativeEventing, cron_every
 from functions.dev.podhost import POD_HOST_CONTROLLERS, PodHost
@@ -155,7 +156,6 @@ class DevStack:
                 raise RuntimeError(reason)
             if self.resync_interval:
                 cron_every(self.resync_interval)  # refused before anything starts
-        proxy_port = free_port()
         if self.cluster is None:
             self.cluster = LocalCluster(self.bin_dir)
         # else: a cluster given unstarted, configured by the caller (nodes, audit log)
@@ -167,6 +167,7 @@ class DevStack:
         self._phase("cluster", started)
         kube = self.cluster.client()
         self._writer = JsonlWriter(self.record) if self.record else None
+        proxy_port = free_port()  # picked when it is about to be bound
         if self.broker == "knative":
             self.knative = KnativeEventing(self.cluster, self.bin_dir, proxy_port,
                                            record=self._writer, recording=self.recording,

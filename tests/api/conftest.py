@@ -24,7 +24,8 @@ from functions.api.app import create_api_app
 from functions.api.core.policy import CONFIGMAP
 from functions.api.policy import PolicySource
 from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster, free_port
+from functions.cluster.ports import free_port
+from functions.cluster.runner import LocalCluster
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.runner import LocalCluster, free_port
+from functions.cluster.ports import free_port
+from functions.cluster.runner import LocalCluster
 from functions.kube.client import KubeClient
 from functions.runtime.recording import RecordedRequest, ReplayReport, replay
 from functions.runtime.sender import post_event

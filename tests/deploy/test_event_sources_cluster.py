@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.runner import Component, LocalCluster, free_port, stop_process_group
+from functions.cluster.ports import free_port
+from functions.cluster.runner import Component, LocalCluster, stop_process_group
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.eventing import adapter_environment, load_manifests

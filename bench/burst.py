@@ -5,8 +5,10 @@ Workload (``bench.burst_workload``): N PyTorchJobs (Master 1 + Worker 2) created
 8 threads in one namespace. Measured per run:
 
 * ``created_s`` (T): first create until every job has 3 pods, 3 services and ``Created``;
+  ``pods_running_s``: until every pod is Running (the scheduler's and kwok's part);
   ``running_s``: until every job is ``Running`` (for ``limit``, which has no controller to
-  write that condition: every pod Running);
+  write that condition: every pod Running), so ``running_s - pods_running_s`` is the
+  controller's status trailing its pods;
 * ``settled_s``: until the namespace's Events stop changing (their count is unchanged for
   ``SETTLE_QUIET`` seconds): a controller that sends its Events late (ours holds them while a
   burst is in flight) does that work before the end, where it is counted;
@@ -195,6 +197,8 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
         "create_errors": len(errors), "first_errors": errors[:3],
         "created_s": round(marks["created"], 2) if "created" in marks else None,
         "running_s": round(marks["running"], 2) if "running" in marks else None,
+        "pods_running_s": (round(marks["pods_running"], 2) if "pods_running" in marks
+                           else None),
         "settled_s": settled_s,
         "controller_peak_rss_mib": round(peak, 1),
         "controller_requests": burst_audit.combined(audit, started.controller_users),
@@ -231,7 +235,7 @@ def _settle(admin: KubeClient) -> float | None:
 
 # -- summaries (pure) ----------------------------------------------------------------------------
 
-TIMES = ("created_s", "running_s", "settled_s")
+TIMES = ("created_s", "pods_running_s", "running_s", "settled_s")
 COUNTS = ("jobs_not_created", "jobs_not_running", "create_errors")
 # only for systems with an event path of their own (ours): none may be lost
 DELIVERY_COUNTS = ("deliveries", "retried_deliveries", "dead_letters")

@@ -119,6 +119,11 @@ class Progress:
     def all_running(self) -> bool:
         return self.jobs_running() >= self.jobs
 
+    def all_pods_running(self) -> bool:
+        """Every job's pods are Running: the cluster's part of ``all_running`` (the scheduler
+        and kwok), without the controller's status write that follows it."""
+        return len(self.running_pods) >= PER_JOB * self.jobs
+
     def counts(self) -> dict[str, int]:
         running = self.jobs_running()
         return {"pods": len(self.pods), "pods_running": len(self.running_pods),
@@ -163,9 +168,9 @@ def _watch(transport: HttpTransport, res: Resource, namespace: str,
 
 def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: float,
             inbox: IO[str], outbox: IO[str]) -> None:
-    """The observer process: report ``ready``, read the start time, then report ``created``
-    and ``running`` (monotonic times) as they happen and ``done`` with the counts at the end;
-    one JSON line ``[kind, value]`` each."""
+    """The observer process: report ``ready``, read the start time, then report ``created``,
+    ``pods_running`` and ``running`` (monotonic times) as they happen and ``done`` with the
+    counts at the end; one JSON line ``[kind, value]`` each."""
 
     def send(kind: str, value: Any) -> None:
         outbox.write(json.dumps([kind, value]) + "\n")
@@ -187,17 +192,23 @@ def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: 
     progress = Progress(jobs, by_pods)
     created_at: float | None = None
     running_at: float | None = None
-    while (created_at is None or running_at is None) and time.monotonic() < deadline:
+    pods_running_at: float | None = None
+    while (created_at is None or running_at is None or pods_running_at is None) and \
+            time.monotonic() < deadline:
         try:
             plural, kind, obj = events.get(timeout=0.2)
         except queue.Empty:
             continue
         progress.apply(plural, kind, obj)
+        now = time.monotonic()  # one change can complete several marks: one time for all
         if created_at is None and progress.all_created():
-            created_at = time.monotonic()
+            created_at = now
             send("created", created_at)
+        if pods_running_at is None and progress.all_pods_running():
+            pods_running_at = now
+            send("pods_running", pods_running_at)
         if running_at is None and progress.all_running():
-            running_at = time.monotonic()
+            running_at = now
             send("running", running_at)
     send("done", {**progress.counts(), "timed_out": running_at is None or created_at is None})
 
@@ -242,7 +253,8 @@ class Observer:
             raise TimeoutError("the burst observer went silent") from None
 
     def next(self) -> tuple[str, Any]:
-        """The next message: ``created``, ``running``, ``done`` (or ``exited`` if it died)."""
+        """The next message: ``created``, ``pods_running``, ``running``, ``done`` (or
+        ``exited`` if it died)."""
         kind, value = self._next(self.timeout + 60)
         if kind == "exited":
             raise RuntimeError(f"the burst observer exited with code {value}")

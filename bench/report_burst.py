@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("system", "T: created (s)", "all Running (s)", "Events written (s)",
+COLUMNS = ("system", "T: created (s)", "all pods Running (s)", "all Running (s)",
+           "Events written (s)",
            "controller CPU to T / end (s)",
            "peak RSS (MiB)", "requests/job", "by verb", "not created / not Running", "runs")
 
@@ -47,7 +48,8 @@ def row(system: str, summary: Mapping[str, Any]) -> list[str]:
            f"{_fig(summary, 'controller_cpu_s_at_end')}") if has_process else "n/a"
     requests = (summary.get("controller_requests_per_job") or {}).get("total_requests") or {}
     missing = (f"{_fig(summary, 'jobs_not_created')} / {_fig(summary, 'jobs_not_running')}")
-    return [name, _fig(summary, "created_s"), _fig(summary, "running_s"),
+    return [name, _fig(summary, "created_s"), _fig(summary, "pods_running_s"),
+            _fig(summary, "running_s"),
             _fig(summary, "settled_s"), cpu,
             _fig(summary, "controller_peak_rss_mib") if has_process else "n/a",
             _fig({"r": requests}, "r"), _verbs(summary), missing,

@@ -129,6 +129,7 @@ def test_progress(by_pods: bool, phase: str, conditions: tuple[str, ...], create
     feed(progress, "b", phase=phase, conditions=conditions)
     assert progress.all_created() is created
     assert progress.all_running() is running
+    assert progress.all_pods_running() is (phase == "Running")
     assert progress.counts()["jobs_not_running"] == (0 if running else 2)
 
 
@@ -137,12 +138,14 @@ def test_progress_forgets_deleted_objects() -> None:
     feed(progress, "a", phase="Running", conditions=("Created", "Running"))
     progress.apply("pods", "DELETED", pod("a-0", "a", "Running"))
     assert not progress.all_created()
+    assert not progress.all_pods_running()
     assert progress.counts()["pods"] == 2
 
 
 def run_result(created: float | None, running: float | None, *, total: int = 70,
                timed_out: bool = False, missing: int = 0) -> dict[str, Any]:
     return {"jobs": 10, "created_s": created, "running_s": running,
+            "pods_running_s": None if running is None else running - 0.5,
             "settled_s": None if running is None else running + 1, "timed_out": timed_out,
             "jobs_not_created": missing, "jobs_not_running": missing, "create_errors": 0,
             "controller_cpu_s_at_end": 1.0, "controller_peak_rss_mib": 50.0,
@@ -158,6 +161,7 @@ def test_summarise_reports_timed_out_runs_instead_of_dropping_them() -> None:
     assert found["runs_timed_out"] == 1
     assert found["created_s"] == {"median": 3.0, "min": 2.0, "max": 4.0, "n": 3}
     assert found["running_s"] == {"median": 4.0, "min": 3.0, "max": 5.0, "n": 2}
+    assert found["pods_running_s"] == {"median": 3.5, "min": 2.5, "max": 4.5, "n": 2}
     assert found["jobs_not_running"]["max"] == 3
     assert found["controller_requests_per_job"]["total_requests"]["median"] == 7.0
     assert found["controller_requests_per_job"]["by_verb_resource"] == {"create pods": 7.0}
@@ -195,7 +199,7 @@ def test_report_row_and_sweep_line() -> None:
     limit["controller_peak_rss_mib"] = {"median": 0.0, "min": 0.0, "max": 0.0, "n": 1}
     lines = report_burst.markdown_lines({"jobs_10": {"limit": limit}, "repeats": 1})
     assert lines[0] == "### 10 jobs"
-    assert ("| limit (best of sweep: 16 threads) | 2 | 2.5 | 3.5 | n/a | n/a | 7 | create 7 "
+    assert ("| limit (best of sweep: 16 threads) | 2 | 2 | 2.5 | 3.5 | n/a | n/a | 7 | create 7 "
             "| 0 / 0 | 1 (0 timed out) |") in lines
     assert "Limit sweep (T by create-loop concurrency): 8 threads: 3 s, 16 threads: 2 s." in lines
 
@@ -252,6 +256,8 @@ def test_limit_run_end_to_end(bin_dir: Path) -> None:
     process, /proc, the audit log); the Go operator and ours are left to the benchmark."""
     result = one_run("limit", 3, bin_dir, threads=2, timeout=60)
     assert result["created_s"] is not None and result["running_s"] is not None, result
+    # Without a controller, the jobs run when their pods do.
+    assert result["pods_running_s"] == result["running_s"], result
     assert result["settled_s"] is not None, result
     assert (result["jobs_not_created"], result["jobs_not_running"]) == (0, 0)
     assert result["create_errors"] == 0, result["first_errors"]

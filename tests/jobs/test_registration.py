@@ -10,11 +10,16 @@ import pytest
 import yaml
 
 from functions.api.store import KINDS as API_KINDS
+from functions.doctor.core.netpol import selector_matches
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS, GROUP, Framework
+from functions.jobs.core.plan import reconcile_plan
+from functions.jobs.core.planning import Observed
+from functions.jobs.core.settings import Settings
 from functions.kube import resources
 from functions.kube.gaps import reference
 from functions.runtime.registry import FunctionName
+from tests.jobs import fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -151,3 +156,42 @@ def test_which_job_status_changes_each_function_reads(true: tuple[str, ...],
     for controller in QUEUE_CONTROLLERS:
         if controller.parent.group == GROUP:
             assert controller.status_inputs["reconcile"](ref) is reads["queue"], controller.name
+
+
+def pod_watches(source: str | None = None) -> list[Obj]:
+    """The selectors of every Pod watch of the event sources (or of ``source``)."""
+    return [r.get("selector") or {} for s in documents(REPO / "eventing" / "apiserversource.yaml")
+            if source in (None, s["metadata"]["name"])
+            for r in s["spec"]["resources"] if (r["apiVersion"], r["kind"]) == ("v1", "Pod")]
+
+
+def created_pod_labels(file: str) -> list[dict[str, str]]:
+    """The labels of every pod a new job of ``file`` gets: its pods, and its launcher Job's
+    pod template."""
+    plan = reconcile_plan(Observed(job=fixtures.job(file)), fixtures.NOW, Settings())
+    labels = []
+    for obj in plan.creates:
+        if obj["kind"] == "Pod":
+            labels.append(obj["metadata"]["labels"])
+        elif obj["kind"] == "Job":
+            labels.append(obj["spec"]["template"]["metadata"]["labels"])
+    return labels
+
+
+@pytest.mark.parametrize("file", [pytest.param(p.name, id=p.stem)
+                                  for p in sorted(fixtures.DATA.glob("*.yaml"))])
+def test_every_pod_of_a_job_is_watched_exactly_once(file: str) -> None:
+    """The pods are watched in halves (one watch sends one change at a time): each pod of
+    every kind of job falls in exactly one, so none is missed and none is sent twice."""
+    watches = pod_watches()
+    labels = created_pod_labels(file)
+    assert labels
+    for pod_labels in labels:
+        assert sum(selector_matches(w, pod_labels) for w in watches) == 1, pod_labels
+
+
+def test_the_pods_are_watched_in_halves_that_a_job_of_replicas_fills() -> None:
+    watches = pod_watches("odh-training-objects")
+    assert len(watches) == 2
+    labels = created_pod_labels("pytorch-master-workers.yaml")
+    assert all(any(selector_matches(w, pod) for pod in labels) for w in watches)

@@ -80,7 +80,10 @@ def test_adapter_environment_of_the_main_source() -> None:
     resources = {r["gvr"]["Resource"]: r for r in config["resources"]}
     assert set(resources) == {"pods", "services", *(fw.plural for fw in FRAMEWORKS
                                                      if fw.api_version == "kubeflow.org/v1")}
-    assert resources["pods"]["selector"] == "training.kubeflow.org/job-name"
+    # The pods in two watches of their own (tests/jobs/test_registration.py).
+    assert [r["selector"] for r in config["resources"] if r["gvr"]["Resource"] == "pods"] == [
+        "training.kubeflow.org/job-name,training.kubeflow.org/job-role",
+        "training.kubeflow.org/job-name,!training.kubeflow.org/job-role"]
     assert json.loads(env["K_CE_OVERRIDES"]) == {"extensions": {"controller": "odh-training"}}
     assert env["NAMESPACE"] == "opendatahub"
 

@@ -195,10 +195,8 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
     result: dict[str, Any] = {
         "system": system, "jobs": jobs, "threads": threads, **counts,
         "create_errors": len(errors), "first_errors": errors[:3],
-        "created_s": round(marks["created"], 2) if "created" in marks else None,
-        "running_s": round(marks["running"], 2) if "running" in marks else None,
-        "pods_running_s": (round(marks["pods_running"], 2) if "pods_running" in marks
-                           else None),
+        **{f"{mark}_s": round(marks[mark], 2) if mark in marks else None
+           for mark in ("created", "pods_running", "running")},
         "settled_s": settled_s,
         "controller_peak_rss_mib": round(peak, 1),
         "controller_requests": burst_audit.combined(audit, started.controller_users),

@@ -190,27 +190,21 @@ def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: 
     started = float(inbox.readline())
     deadline = started + timeout
     progress = Progress(jobs, by_pods)
-    created_at: float | None = None
-    running_at: float | None = None
-    pods_running_at: float | None = None
-    while (created_at is None or running_at is None or pods_running_at is None) and \
-            time.monotonic() < deadline:
+    marks = {"created": progress.all_created, "pods_running": progress.all_pods_running,
+             "running": progress.all_running}
+    reached: set[str] = set()
+    while len(reached) < len(marks) and time.monotonic() < deadline:
         try:
             plural, kind, obj = events.get(timeout=0.2)
         except queue.Empty:
             continue
         progress.apply(plural, kind, obj)
         now = time.monotonic()  # one change can complete several marks: one time for all
-        if created_at is None and progress.all_created():
-            created_at = now
-            send("created", created_at)
-        if pods_running_at is None and progress.all_pods_running():
-            pods_running_at = now
-            send("pods_running", pods_running_at)
-        if running_at is None and progress.all_running():
-            running_at = now
-            send("running", running_at)
-    send("done", {**progress.counts(), "timed_out": running_at is None or created_at is None})
+        for mark, done in marks.items():
+            if mark not in reached and done():
+                reached.add(mark)
+                send(mark, now)
+    send("done", {**progress.counts(), "timed_out": not {"created", "running"} <= reached})
 
 
 class Observer:

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench import burst_audit, burst_proc
+from bench import burst_audit, burst_functions, burst_proc
 from bench.burst_systems import LIMIT_USER, SYSTEMS, Started, start
 from bench.burst_workload import NAMESPACE, Observer, children, created_status, job
 from bench.jobs import _untaint
@@ -169,6 +169,7 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
     driver = _client(started, DRIVER_USER, threads)
     controller = _client(started, LIMIT_USER, threads) if system == "limit" else None
     before = _snapshot(started)
+    functions_before = started.function_figures() if started.function_figures else {}
     began, wall_began = time.monotonic(), time.time()
     observer.begin(began)
     loop = threading.Thread(target=_create_loop, args=(driver, controller, jobs, threads, errors),
@@ -206,6 +207,9 @@ def _measure(started: Started, system: str, jobs: int, threads: int,
         "kwok_pod_play_parallelism": kwok.POD_PLAY_PARALLELISM,
         **(started.delivery_counts() if started.delivery_counts else {}),
     }
+    if started.function_figures is not None:
+        result["function_figures"] = burst_functions.since(started.function_figures(),
+                                                           functions_before)
     for name, value in end.items():
         result[f"{name}_at_end"] = round(value - before[name], 2)
         if at_created is not None:
@@ -263,6 +267,9 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         found[key.replace("requests", "requests_per_job")] = per_job(
             [r[key] for r in runs], jobs)
     found["requests_by_user"] = _median_counts([r["requests_by_user"] for r in runs])
+    if any("function_figures" in r for r in runs):
+        found["function_figures"] = _median_counts(
+            [r["function_figures"] for r in runs if "function_figures" in r])
     found["cluster_controllers"] = str(runs[0].get("cluster_controllers") or "")
     found["kwok_pod_play_parallelism"] = runs[0].get("kwok_pod_play_parallelism")
     return found

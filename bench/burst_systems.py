@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import burst_proc, burst_workload
+from bench import burst_functions, burst_proc, burst_workload
 from bench.burst_go import SETTINGS, GoOperator, install_crds
 from bench.burst_go import USER as GO_USER
 from bench.burst_workload import nodes
@@ -71,6 +71,8 @@ class Started:
     stop: Callable[[], None] = lambda: None
     # what the event path did with the events (deliveries, retries, dead letters)
     delivery_counts: Callable[[], dict[str, int]] | None = None
+    # what our functions did, from their metrics (bench.burst_functions), once the run is over
+    function_figures: Callable[[], dict[str, float]] | None = None
     # waits, once the burst's namespace exists, until the system watches it
     watch_namespace: Callable[[str], None] = lambda namespace: None
 
@@ -126,7 +128,8 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
         event_path_pids=_pids(stack, "adapter-"),
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
-        stop=stack.stop, delivery_counts=lambda: _deliveries(stack))
+        stop=stack.stop, delivery_counts=lambda: _deliveries(stack),
+        function_figures=lambda: burst_functions.scrape(_deciding(stack.replica_urls)))
 
 
 CANARY_NAMESPACE = "burst-canary"
@@ -177,7 +180,8 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
     started = Started(
         cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
         event_path_users=(service_account(ADAPTER_ACCOUNT),), stop=stack.stop,
-        delivery_counts=lambda: _dead_letters(stack))
+        delivery_counts=lambda: _dead_letters(stack),
+        function_figures=lambda: burst_functions.scrape(_deciding(stack.replica_urls)))
 
     def watch_namespace(namespace: str) -> None:
         _watching(cluster, namespace)
@@ -244,6 +248,13 @@ def workload_of(pod: dict[str, Any]) -> str:
     hashed = generated.rsplit("-", 1)
     labels = meta.get("labels") or {}
     return hashed[0] if len(hashed) == 2 and "pod-template-hash" in labels else generated
+
+
+def _deciding(urls: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The controller's functions (not the Broker's dead-letter sink)."""
+    from functions.dev.stack import FUNCTIONS
+
+    return {function: urls[function] for function in FUNCTIONS if function in urls}
 
 
 def _dead_letters(stack: DevStack) -> dict[str, int]:

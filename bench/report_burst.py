@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench import burst_functions
+
 COLUMNS = ("system", "T: created (s)", "all pods Running (s)", "all Running (s)",
            "Events written (s)",
            "controller CPU to T / end (s)",
@@ -69,6 +71,9 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
                 lines += ["", f"{system}: event path CPU to T by part (s): "
                           + ", ".join(f"{part} {value:g}"
                                       for part, value in event_path_parts(summary)) + "."]
+        for system, summary in systems.items():
+            if isinstance(summary, Mapping) and summary.get("function_figures"):
+                lines += ["", functions_line(system, summary, jobs)]
         lines += clusters_line(systems)
         limit = systems.get("limit")
         if isinstance(limit, Mapping) and isinstance(limit.get("sweep"), Mapping):
@@ -78,6 +83,14 @@ def markdown_lines(result: Mapping[str, Any]) -> list[str]:
             lines += ["", f"Limit sweep (T by create-loop concurrency): {points}."]
         lines.append("")
     return lines
+
+
+def functions_line(system: str, summary: Mapping[str, Any], jobs: int) -> str:
+    """Each function's deliveries per job and the wall time its handlers ran (medians)."""
+    figures = burst_functions.per_job(summary["function_figures"], jobs)
+    return (f"{system}: deliveries per job / handler time (s), by function: "
+            + ", ".join(f"{function} {f.get('deliveries', 0):g} / {f.get('handler_s', 0):g}"
+                        for function, f in figures.items()) + ".")
 
 
 def clusters_line(systems: Mapping[str, Any]) -> list[str]:

@@ -370,7 +370,6 @@ def test_readme_chain_of_the_real_data_plane_is_the_committed_result() -> None:
     reconcile = figures["reconcile"]["handler_s"]
     assert (f"reconcile's handlers ran for {reconcile:.1f} s in all against a T of {t:.1f} s"
             in text)
-    assert reconcile > t / 2, "the chain no longer holds most of the burst"
     assert (f"Each job reached reconcile {figures['reconcile']['deliveries']:g} times, status "
             f"{figures['status']['deliveries']:g} and gc {figures['gc']['deliveries']:g}") in text
 

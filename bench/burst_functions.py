@@ -3,10 +3,10 @@ answered and the time its handlers ran.
 
 The audit log tells what a controller asked of the API server; it cannot tell how many
 CloudEvents reached each function nor how long each one held its answer. On the real Knative
-data plane the second matters beyond CPU: the receive adapter sends one watch's changes one at
-a time, and the in-memory channel answers a send only when every Trigger's subscriber has
-answered, so a job's changes wait, one after the other, for the slowest function's pass over
-the one before (reconcile creating a new job's pods and services).
+data plane that answer is also what the next change of the same watch waits for: the receive
+adapter sends one watch's changes one at a time, and the in-memory channel answers a send only
+when every Trigger's subscriber has answered (reconcile creating a new job's pods and services
+is the longest pass).
 
 Scraped just before the burst and once the run is over (after the Events settle), over every
 replica of every function (each replica's ``/metrics`` already adds up its gunicorn workers);

@@ -129,7 +129,7 @@ def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
         in_process_threads=lambda name: (name.startswith("router-")
                                          or "process_request_thread" in name),
         stop=stack.stop, delivery_counts=lambda: _deliveries(stack),
-        function_figures=lambda: burst_functions.scrape(_deciding(stack.replica_urls)))
+        function_figures=lambda: _function_figures(stack))
 
 
 CANARY_NAMESPACE = "burst-canary"
@@ -181,7 +181,7 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
         cluster, tuple(service_account(a) for a in FUNCTION_ACCOUNTS), _pids(stack, "function-"),
         event_path_users=(service_account(ADAPTER_ACCOUNT),), stop=stack.stop,
         delivery_counts=lambda: _dead_letters(stack),
-        function_figures=lambda: burst_functions.scrape(_deciding(stack.replica_urls)))
+        function_figures=lambda: _function_figures(stack))
 
     def watch_namespace(namespace: str) -> None:
         _watching(cluster, namespace)
@@ -250,11 +250,12 @@ def workload_of(pod: dict[str, Any]) -> str:
     return hashed[0] if len(hashed) == 2 and "pod-template-hash" in labels else generated
 
 
-def _deciding(urls: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The controller's functions (not the Broker's dead-letter sink)."""
+def _function_figures(stack: DevStack) -> dict[str, float]:
+    """What the controller's functions (not the Broker's dead-letter sink) did so far."""
     from functions.dev.stack import FUNCTIONS
 
-    return {function: urls[function] for function in FUNCTIONS if function in urls}
+    urls = stack.replica_urls
+    return burst_functions.scrape({f: urls[f] for f in FUNCTIONS if f in urls})
 
 
 def _dead_letters(stack: DevStack) -> dict[str, int]:

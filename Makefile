@@ -43,8 +43,9 @@ bench: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench $(BENCH_ARGS)
 
-# where the functions' Python time goes under the burst (py-spy), and the API server's and the
-# adapter's (go tool pprof, beside the tuned Go operator's run): bench/results/profile.md
+# where the functions' Python time goes under the burst (py-spy), on the emulated and the real
+# Knative data plane, what their deliveries wait for (wall clock), and the API server's and the
+# adapter's time (go tool pprof, beside the tuned Go operator's run): bench/results/profile.md
 profile: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench.profile $(PROFILE_ARGS)

@@ -9,11 +9,14 @@ is put in one category, decided by the frame nearest the leaf that names one
 frames. The same run takes Go CPU profiles of the API server and of the receive adapter, and a
 second run, with the tuned Go operator, one of its API server (:mod:`bench.go_profile`): they
 say whether the API server works harder for ours than for the operator it replaces, and what
-the adapter does with each change. The figures are a profile of one run, not a benchmark:
-they say where the time goes, the burst benchmark says how much there is.
+the adapter does with each change. A second ``py-spy`` per function samples the wall clock of
+its request threads (:mod:`bench.profile_wall`): what a delivery waits for. A third run profiles
+the functions alike on the real Knative data plane (``ours-knative``). The figures are a
+profile of one run each, not a benchmark: they say where the time goes, the burst benchmark
+says how much there is.
 
-``python -m bench.profile [--jobs N] [--rate HZ] [--go-seconds S] [--out DIR]`` writes
-``profile.json`` and ``profile.md`` to ``bench/results/`` (or ``DIR``).
+``python -m bench.profile [--jobs N] [--rate HZ] [--go-seconds S] [--no-knative] [--out DIR]``
+writes ``profile.json`` and ``profile.md`` to ``bench/results/`` (or ``DIR``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import go_profile
+from bench import go_profile, profile_wall
 from bench.burst import one_run
 from bench.burst_systems import Started
 from functions.cluster.binaries import ensure_bin_dir
@@ -105,42 +108,72 @@ def _name(pid: int) -> str:
     return words[words.index("serve") + 1] if "serve" in words else "bench process"
 
 
-class Profilers:
-    """``py-spy record`` on each function's worker processes and on this process."""
+# Sampling every thread costs py-spy a stack walk per thread: a low rate keeps the run close to
+# an unprofiled one, and a burst still gives hundreds of samples per request thread.
+WALL_RATE = 10.0
 
-    def __init__(self, py_spy: str, rate: float, work: Path) -> None:
-        self.py_spy, self.rate, self.work = py_spy, rate, work
+
+class Profilers:
+    """``py-spy record`` on each function's worker processes (and on this process when it
+    hosts the Broker emulation): ``--gil`` for the Python CPU, and ``--idle`` on the functions
+    for the wall clock of their deliveries (:mod:`bench.profile_wall`)."""
+
+    def __init__(self, py_spy: str, rate: float, work: Path, *, emulated: bool = True,
+                 wall_rate: float = WALL_RATE) -> None:
+        self.py_spy, self.rate, self.work, self.emulated = py_spy, rate, work, emulated
+        self.wall_rate = wall_rate
         self.running: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
+        self.walls: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
 
     def attach(self, started: Started) -> Callable[[], None]:
         import os
         targets = [(f"{_name(master)}", worker) for master in started.controller_pids
                    for worker in _children(master) or [master]]
-        targets.append(("bench process (create loop, Broker emulation)", os.getpid()))
         for name, pid in targets:
-            out = self.work / f"{pid}.raw"
-            command = [self.py_spy, "record", "--gil", "--nonblocking", "--format", "raw",
-                       "--rate", str(int(self.rate)), "--output", str(out), "--pid", str(pid)]
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL)
-            self.running.append((name, out, process))
+            self.walls.append((name, *self._record(pid, "wall", "--idle", self.wall_rate)))
+        if self.emulated:
+            targets.append(("bench process (create loop, Broker emulation)", os.getpid()))
+        for name, pid in targets:
+            self.running.append((name, *self._record(pid, "gil", "--gil", self.rate)))
         return self.stop
 
+    def _record(self, pid: int, what: str, mode: str,
+                rate: float) -> tuple[Path, subprocess.Popen[bytes]]:
+        out = self.work / f"{pid}.{what}.raw"
+        command = [self.py_spy, "record", mode, "--nonblocking", "--format", "raw",
+                   "--rate", str(int(rate)), "--output", str(out), "--pid", str(pid)]
+        return out, subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+
     def stop(self) -> None:
-        for _, _, process in self.running:
+        every = self.running + self.walls
+        for _, _, process in every:
             process.send_signal(2)  # SIGINT: py-spy writes its output and exits
-        for _, _, process in self.running:
+        for _, _, process in every:
             process.wait(timeout=60)
 
     def results(self) -> dict[str, Any]:
-        merged: dict[str, list[tuple[list[str], int]]] = {}
-        for name, out, _ in self.running:
-            if out.exists():
-                merged.setdefault(name, []).extend(parse_raw(out.read_text()))
-        return {name: summarise(stacks, self.rate) for name, stacks in sorted(merged.items())}
+        return {name: summarise(stacks, self.rate)
+                for name, stacks in sorted(_merged(self.running).items()) if stacks}
+
+    def wall(self) -> dict[str, Any]:
+        found = {name: profile_wall.summarise(stacks, self.wall_rate)
+                 for name, stacks in sorted(_merged(self.walls).items())}
+        return {name: wall for name, wall in found.items() if wall["seconds"]}
 
 
-def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40) -> dict[str, Any]:
+def _merged(taken: Iterable[tuple[str, Path, Any]]) -> dict[str, list[tuple[list[str], int]]]:
+    """The samples of each name (a function's worker processes together; none for a process
+    that was never sampled busy, such as the dead-letter sink)."""
+    merged: dict[str, list[tuple[list[str], int]]] = {}
+    for name, out, _ in taken:
+        if out.exists():
+            merged.setdefault(name, []).extend(parse_raw(out.read_text()))
+    return merged
+
+
+def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40,
+        knative: bool = True) -> dict[str, Any]:
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or \
         shutil.which("py-spy")
     if py_spy is None:
@@ -149,7 +182,7 @@ def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40) -> dict[str,
     go = go_profile.go_tool()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         work = Path(tmp)
-        profilers = Profilers(py_spy, rate, work)
+        profilers = Profilers(py_spy, rate, work / "ours")
         go_profiles = GoProfiles(work, go_seconds, go is not None)
 
         def attach(started: Started) -> Callable[[], None]:
@@ -161,21 +194,43 @@ def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40) -> dict[str,
                 go_profiles.wait()
             return detach
 
+        (work / "ours").mkdir()
         burst = one_run("ours", jobs, bin_dir, attach=attach,
                         adapter_env={"K_OBSERVABILITY_CONFIG": go_profile.ADAPTER_PROFILING})
-        processes = profilers.results()
+        processes, wall = profilers.results(), profilers.wall()
         if go is not None:
             compared = one_run(GO_SYSTEM, jobs, bin_dir,
                                attach=lambda started: go_profiles.attach(GO_SYSTEM, started))
         go_results = go_profiles.results(go) if go is not None else {
             "missing": "no `go` command to read the Go profiles with"}
-    keep = ("created_s", "running_s", "controller_cpu_s_at_created", "controller_cpu_s_at_end",
-            "event_path_cpu_s_at_end", "apiserver_cpu_s_at_end", "deliveries", "dead_letters")
-    result = {"jobs": jobs, "rate_hz": rate, "burst": {k: burst.get(k) for k in keep},
-              "processes": processes, "go": go_results, "go_seconds": go_seconds}
+        on_knative = _knative(py_spy, rate, work / KNATIVE_SYSTEM, jobs, bin_dir) \
+            if knative else None
+    result = {"jobs": jobs, "rate_hz": rate, "burst": _kept(burst),
+              "processes": processes, "wall": wall, "go": go_results,
+              "go_seconds": go_seconds}
     if go is not None:
-        result["go_burst"] = {k: compared.get(k) for k in keep}
+        result["go_burst"] = _kept(compared)
+    if on_knative is not None:
+        result["knative"] = on_knative
     return result
+
+
+KNATIVE_SYSTEM = "ours-knative"
+_KEPT = ("created_s", "running_s", "controller_cpu_s_at_created", "controller_cpu_s_at_end",
+         "event_path_cpu_s_at_end", "apiserver_cpu_s_at_end", "deliveries", "dead_letters")
+
+
+def _kept(burst: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: burst.get(k) for k in _KEPT}
+
+
+def _knative(py_spy: str, rate: float, work: Path, jobs: int, bin_dir: Path) -> dict[str, Any]:
+    """The functions profiled the same way on the real Knative data plane (their Python alone:
+    Knative's containers are Go, their CPU is in the burst benchmark's event-path parts)."""
+    work.mkdir()
+    profilers = Profilers(py_spy, rate, work, emulated=False)
+    burst = one_run(KNATIVE_SYSTEM, jobs, bin_dir, attach=profilers.attach)
+    return {"burst": _kept(burst), "processes": profilers.results(), "wall": profilers.wall()}
 
 
 GO_SYSTEM = "go-tuned"
@@ -239,13 +294,30 @@ def markdown(result: Mapping[str, Any]) -> str:
              "each process, by category (the frame nearest the leaf decides). The run: T "
              f"{burst['created_s']} s, all Running {burst['running_s']} s, functions' CPU "
              f"{burst['controller_cpu_s_at_end']} s, {burst['deliveries']} deliveries.", ""]
-    for name, found in result["processes"].items():
-        lines += [f"## {name}: {found['seconds']} s with the GIL", "",
+    lines += _processes(result["processes"], "")
+    knative = result.get("knative")
+    if knative:
+        kburst = knative["burst"]
+        lines += [f"# The same on the real Knative data plane ({KNATIVE_SYSTEM})", "",
+                  f"A third run, the functions profiled alike. The run: T {kburst['created_s']}"
+                  f" s, all Running {kburst['running_s']} s, functions' CPU "
+                  f"{kburst['controller_cpu_s_at_end']} s.", "",
+                  *_processes(knative["processes"], f" ({KNATIVE_SYSTEM})")]
+    walls = {"ours": {"wall": result.get("wall")}}
+    if knative:
+        walls[KNATIVE_SYSTEM] = {"wall": knative.get("wall")}
+    return "\n".join(lines + profile_wall.markdown(walls) + _go_markdown(result))
+
+
+def _processes(processes: Mapping[str, Any], suffix: str) -> list[str]:
+    lines: list[str] = []
+    for name, found in processes.items():
+        lines += [f"## {name}{suffix}: {found['seconds']} s with the GIL", "",
                   *_category_table(found["categories"])]
         lines += ["", "Top frames (inclusive):", ""]
         lines += [f"- {f['share']:.0%} `{f['frame']}`" for f in found["top_frames"]]
         lines.append("")
-    return "\n".join(lines + _go_markdown(result))
+    return lines
 
 
 def _category_table(categories: Mapping[str, Mapping[str, float]]) -> list[str]:
@@ -280,8 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--go-seconds", type=int, default=40,
                         help="the window of the Go CPU profiles, from the burst's start")
+    parser.add_argument("--no-knative", dest="knative", action="store_false",
+                        help="skip the run on the real Knative data plane")
     args = parser.parse_args(argv)
-    result = run(args.jobs, args.rate, args.go_seconds)
+    result = run(args.jobs, args.rate, args.go_seconds, args.knative)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "profile.md").write_text(markdown(result))

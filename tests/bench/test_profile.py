@@ -71,3 +71,21 @@ def test_markdown_reports_the_go_profiles(go: dict[str, object], expected: list[
     assert "## Go processes" in report
     for line in expected:
         assert line in report.splitlines()
+
+
+def test_markdown_reports_the_real_data_plane_beside() -> None:
+    status = {"seconds": 1.5, "categories": {"handlers (read, plan, status)": {
+        "seconds": 1.5, "share": 1.0}}, "top_frames": []}
+    wall = {"seconds": 2.0, "categories": {"API requests (mostly waiting for the answer)": {
+        "seconds": 2.0, "share": 1.0}}}
+    burst = {"created_s": 1, "running_s": 2, "controller_cpu_s_at_end": 3, "deliveries": 4}
+    report = markdown({"jobs": 5, "rate_hz": 10.0, "processes": {"status": status},
+                       "wall": {"status": wall}, "go": {}, "burst": burst,
+                       "knative": {"burst": {**burst, "created_s": 7},
+                                   "processes": {"status": status},
+                                   "wall": {"status": wall}}}).splitlines()
+    assert "# The same on the real Knative data plane (ours-knative)" in report
+    assert "## status: 1.5 s with the GIL" in report
+    assert "## status (ours-knative): 1.5 s with the GIL" in report
+    assert "### status (ours): 2.0 s in deliveries" in report
+    assert "### status (ours-knative): 2.0 s in deliveries" in report

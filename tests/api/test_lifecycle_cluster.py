@@ -62,7 +62,7 @@ def test_submit_runs_to_success_through_api_and_cli(
 
     events = client.get(f"{base}/mnist/events", headers=user).get_json()["items"]
     reasons = [e["reason"] for e in events]
-    assert {"Admitted", "PyTorchJobCreated", "SuccessfulCreatePod"} <= set(reasons)
+    assert {"Admitted", "SuccessfulCreatePod", "PyTorchJobSucceeded"} <= set(reasons)
 
     # No kubelet here: kwok plays the nodes and serves no logs, so the API server cannot
     # fetch them. The API says so instead of pretending (and the CLI reports the problem).

@@ -123,7 +123,9 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
     fw = job.framework
     name = job.name
     if not b.status.conditions:
-        b.set(c.CREATED, "True", "Created", f"{fw.kind} {name} is created.", "Normal")
+        # The condition alone: training-operator records no Event for it (mpi-operator does,
+        # functions.jobs.core.mpi_status), and a burst would pay one more write per job.
+        b.set(c.CREATED, "True", "Created", f"{fw.kind} {name} is created.")
     if b.status.finished:
         if b.status.is_true(c.SUCCEEDED):
             for rs in b.status.replica_statuses.values():

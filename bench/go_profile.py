@@ -17,7 +17,7 @@ import subprocess
 import threading
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,12 @@ def summarise(stacks: list[tuple[list[str], float]], categories: Categories) -> 
     return {"seconds": round(total, 2),
             "categories": {c: {"seconds": round(s, 2), "share": round(s / total, 3)}
                            for c, s in ranked} if total else {}}
+
+
+def category_table(categories: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """A summary's categories as a Markdown table (seconds and share)."""
+    return ["| category | seconds | share |", "| --- | --- | --- |",
+            *(f"| {c} | {v['seconds']} | {v['share']:.0%} |" for c, v in categories.items())]
 
 
 def go_tool() -> str | None:

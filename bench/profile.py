@@ -122,6 +122,7 @@ class Profilers:
                  wall_rate: float = WALL_RATE) -> None:
         self.py_spy, self.rate, self.work, self.emulated = py_spy, rate, work, emulated
         self.wall_rate = wall_rate
+        work.mkdir(parents=True, exist_ok=True)
         self.running: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
         self.walls: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
 
@@ -194,7 +195,6 @@ def run(jobs: int = 200, rate: float = 100.0, go_seconds: int = 40,
                 go_profiles.wait()
             return detach
 
-        (work / "ours").mkdir()
         burst = one_run("ours", jobs, bin_dir, attach=attach,
                         adapter_env={"K_OBSERVABILITY_CONFIG": go_profile.ADAPTER_PROFILING})
         processes, wall = profilers.results(), profilers.wall()
@@ -227,7 +227,6 @@ def _kept(burst: Mapping[str, Any]) -> dict[str, Any]:
 def _knative(py_spy: str, rate: float, work: Path, jobs: int, bin_dir: Path) -> dict[str, Any]:
     """The functions profiled the same way on the real Knative data plane (their Python alone:
     Knative's containers are Go, their CPU is in the burst benchmark's event-path parts)."""
-    work.mkdir()
     profilers = Profilers(py_spy, rate, work, emulated=False)
     burst = one_run(KNATIVE_SYSTEM, jobs, bin_dir, attach=profilers.attach)
     return {"burst": _kept(burst), "processes": profilers.results(), "wall": profilers.wall()}
@@ -303,9 +302,7 @@ def markdown(result: Mapping[str, Any]) -> str:
                   f" s, all Running {kburst['running_s']} s, functions' CPU "
                   f"{kburst['controller_cpu_s_at_end']} s.", "",
                   *_processes(knative["processes"], f" ({KNATIVE_SYSTEM})")]
-    walls = {"ours": {"wall": result.get("wall")}}
-    if knative:
-        walls[KNATIVE_SYSTEM] = {"wall": knative.get("wall")}
+    walls = {"ours": result.get("wall"), KNATIVE_SYSTEM: (knative or {}).get("wall")}
     return "\n".join(lines + profile_wall.markdown(walls) + _go_markdown(result))
 
 
@@ -313,16 +310,11 @@ def _processes(processes: Mapping[str, Any], suffix: str) -> list[str]:
     lines: list[str] = []
     for name, found in processes.items():
         lines += [f"## {name}{suffix}: {found['seconds']} s with the GIL", "",
-                  *_category_table(found["categories"])]
+                  *go_profile.category_table(found["categories"])]
         lines += ["", "Top frames (inclusive):", ""]
         lines += [f"- {f['share']:.0%} `{f['frame']}`" for f in found["top_frames"]]
         lines.append("")
     return lines
-
-
-def _category_table(categories: Mapping[str, Mapping[str, float]]) -> list[str]:
-    return ["| category | seconds | share |", "| --- | --- | --- |",
-            *(f"| {c} | {v['seconds']} | {v['share']:.0%} |" for c, v in categories.items())]
 
 
 def _go_markdown(result: Mapping[str, Any]) -> list[str]:
@@ -341,7 +333,7 @@ def _go_markdown(result: Mapping[str, Any]) -> list[str]:
             lines += [f"### {name}", "", f"Not profiled: {found['missing']}.", ""]
             continue
         lines += [f"### {name}: {found['seconds']} s", "",
-                  *_category_table(found["categories"]), ""]
+                  *go_profile.category_table(found["categories"]), ""]
     return lines
 
 

@@ -12,7 +12,6 @@ that names one, and add up to the time the function spent in deliveries.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -49,30 +48,22 @@ def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[s
 
 def summarise(stacks: Iterable[tuple[list[str], int]], rate: float) -> dict[str, Any]:
     """Seconds in deliveries, and seconds and shares per category, the largest first."""
-    by_category: Counter[str] = Counter()
-    for frames, count in request_stacks(stacks):
-        by_category[go_profile.categorise(reversed(frames), WALL_CATEGORIES)] += count
-    total = sum(by_category.values())
-    return {
-        "seconds": round(total / rate, 2),
-        "categories": {c: {"seconds": round(n / rate, 2), "share": round(n / total, 3)}
-                       for c, n in by_category.most_common()} if total else {},
-    }
+    return go_profile.summarise([(frames[::-1], count / rate)
+                                 for frames, count in request_stacks(stacks)], WALL_CATEGORIES)
 
 
-def markdown(systems: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One table per system and function: where its deliveries' wall time went."""
-    if not any(found.get("wall") for found in systems.values()):
+def markdown(walls: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """One table per system and function (``walls``: each system's summaries by function):
+    where its deliveries' wall time went."""
+    if not any(walls.values()):
         return []
     lines = ["## Where the deliveries' time goes (wall clock)", "",
              "A second `py-spy` per function samples every thread, idle or not (`--idle`): "
              "the samples of the request threads, while they serve a delivery, by what they "
              "were doing or waiting for. The seconds add up over the threads (two per "
              "function), so they can exceed the burst.", ""]
-    for system, found in systems.items():
-        for name, wall in (found.get("wall") or {}).items():
+    for system, found in walls.items():
+        for name, wall in (found or {}).items():
             lines += [f"### {name} ({system}): {wall['seconds']} s in deliveries", "",
-                      "| category | seconds | share |", "| --- | --- | --- |",
-                      *(f"| {c} | {v['seconds']} | {v['share']:.0%} |"
-                        for c, v in wall["categories"].items()), ""]
+                      *go_profile.category_table(wall["categories"]), ""]
     return lines

@@ -70,10 +70,10 @@ def test_summarise_and_report() -> None:
     assert found["categories"] == {
         "API requests (mostly waiting for the answer)": {"seconds": 3.0, "share": 0.75},
         "waiting for the running pass of the same job": {"seconds": 1.0, "share": 0.25}}
-    report = markdown({"ours": {"wall": {"status": found}}, "ours-knative": {"wall": {}}})
+    report = markdown({"ours": {"status": found}, "ours-knative": {}})
     assert "### status (ours): 4.0 s in deliveries" in report
     assert "| API requests (mostly waiting for the answer) | 3.0 | 75% |" in report
-    assert markdown({"ours": {"wall": None}}) == []
+    assert markdown({"ours": None}) == []
 
 
 def test_nothing_sampled_is_zero_seconds() -> None:

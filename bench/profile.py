@@ -45,6 +45,7 @@ RESULTS = Path(__file__).parent / "results"
 CATEGORIES: go_profile.Categories = (
     ("events recorded (Event objects)", ("functions/runtime/recorder.py",)),
     ("API client (HTTP, JSON)", ("functions/kube/client.py", "functions/kube/transport.py",
+                                 "functions/kube/wire.py", "functions/core/http1.py",
                                  "urllib3/", "http/client.py", "ssl.py", "orjson")),
     ("watch cache (decode, index)", ("functions/kube/cache.py", "functions/kube/store.py")),
     ("handlers (read, plan, status)", ("functions/jobs/", "functions/trainer/",

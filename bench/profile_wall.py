@@ -27,8 +27,8 @@ PARALLEL_WRITES = "_parallel (functions/jobs/writes.py"
 # coalescer's wait nearest it.
 WALL_CATEGORIES: go_profile.Categories = (
     ("API requests (mostly waiting for the answer)",
-     ("(functions/kube/transport.py", "(functions/kube/client.py", "(ssl.py", "(http/client.py",
-      "(socket.py", PARALLEL_WRITES)),
+     ("(functions/kube/transport.py", "(functions/kube/client.py", "(functions/kube/wire.py",
+      "(functions/core/http1.py", "(ssl.py", "(http/client.py", "(socket.py", PARALLEL_WRITES)),
     ("waiting for the running pass of the same job",
      ("(functions/runtime/passes.py",)),
     ("waiting for the watch cache to catch up", ("(functions/kube/store.py",

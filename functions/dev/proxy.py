@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from functions.core import http1
 from functions.dev import handoff
-from functions.dev.core import http1
 from functions.dev.core.routes import Backend, NoRoute
 from functions.dev.podnet import CHUNK, pipe, splice
 

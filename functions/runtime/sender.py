@@ -6,7 +6,7 @@ is never an exception.
 
 from __future__ import annotations
 
-import http.client
+import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from functions.core.delivery import parse_retry_after
-from functions.kube.transport import CLOSED_BEFORE_ANSWER
+from functions.kube.transport import CLOSED_BEFORE_ANSWER, EXCHANGE_ERRORS
+from functions.kube.wire import Connection
 
 # Headers of one hop, never forwarded: connection-level ones (RFC 9110 section 7.6.1) and
 # what the sender sets itself.
@@ -40,8 +41,9 @@ class ConnectionPool:
 
     def __init__(self, max_idle: int = 64) -> None:
         self.max_idle = max_idle
-        self._idle: dict[Origin, list[http.client.HTTPConnection]] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
         self._lock = threading.Lock()
+        self._tls: ssl.SSLContext | None = None
 
     def post(self, url: str, headers: Mapping[str, str], body: bytes,
              timeout: float | None = 30.0) -> SendResult:
@@ -52,23 +54,24 @@ class ConnectionPool:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         outgoing = {k: v for k, v in headers.items() if k.lower() not in HOP_HEADERS}
         for fresh in (False, True):
-            connection, reused = self._take(origin, timeout, fresh)
+            connection: Connection | None = None
+            reused = False
             try:
-                connection.request("POST", path, body=body, headers=outgoing)
-                response = connection.getresponse()
-                payload = response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                connection.close()
+                connection, reused = self._take(origin, timeout, fresh)
+                answer = connection.request("POST", path, outgoing, body)
+            except EXCHANGE_ERRORS as exc:
+                if connection is not None:
+                    connection.close()
                 if reused and isinstance(exc, STALE):
                     continue
                 return SendResult(None, error=f"{type(exc).__name__}: {exc}")
-            if response.will_close:
-                connection.close()
-            else:
+            if answer.keep_alive:
                 self._give(origin, connection)
-            return SendResult(response.status,
-                              parse_retry_after(response.getheader("Retry-After"),
-                                                datetime.now(UTC)), body=payload)
+            else:
+                connection.close()
+            return SendResult(answer.status,
+                              parse_retry_after(answer.head.get("Retry-After"),
+                                                datetime.now(UTC)), body=answer.body)
         raise AssertionError("unreachable: the second attempt uses a new connection")
 
     def close(self) -> None:
@@ -79,20 +82,20 @@ class ConnectionPool:
                 connection.close()
 
     def _take(self, origin: Origin, timeout: float | None,
-              fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
+              fresh: bool) -> tuple[Connection, bool]:
         if not fresh:
             with self._lock:
                 connections = self._idle.get(origin)
                 connection = connections.pop() if connections else None
             if connection is not None:
-                connection.timeout = timeout
-                if connection.sock is not None:
-                    connection.sock.settimeout(timeout)
+                connection.settimeout(timeout)
                 return connection, True
-        kind = http.client.HTTPSConnection if origin[0] == "https" else http.client.HTTPConnection
-        return kind(origin[1], origin[2], timeout=timeout), False
+        if origin[0] == "https" and self._tls is None:
+            self._tls = ssl.create_default_context()
+        return Connection(origin[1], origin[2], timeout=timeout, connect_timeout=timeout,
+                          context=self._tls if origin[0] == "https" else None), False
 
-    def _give(self, origin: Origin, connection: http.client.HTTPConnection) -> None:
+    def _give(self, origin: Origin, connection: Connection) -> None:
         with self._lock:
             connections = self._idle.setdefault(origin, [])
             if len(connections) < self.max_idle:

@@ -19,9 +19,13 @@ def category(frames: list[str]) -> str:
 @pytest.mark.parametrize(("frames", "expected"), [
     pytest.param([HANDLE, PASS, "status (functions/jobs/controller.py:191)",
                   "KubeClient.apply (functions/kube/client.py:212)",
-                  "HttpTransport._exchange (functions/kube/transport.py:131)",
+                  "HttpTransport.send (functions/kube/transport.py:114)",
+                  "Connection._head (functions/kube/wire.py:120)",
                   "SSLSocket.read (ssl.py:1167)"],
                  "API requests (mostly waiting for the answer)", id="waiting-for-a-write"),
+    pytest.param([HANDLE, PASS, "Connection._head (functions/kube/wire.py:131)",
+                  "parse_head (functions/core/http1.py:43)"],
+                 "API requests (mostly waiting for the answer)", id="reading-an-answer"),
     pytest.param([HANDLE, PASS, "reconcile (functions/jobs/controller.py:131)",
                   "execute (functions/jobs/writes.py:141)",
                   "_parallel (functions/jobs/writes.py:90)",
@@ -59,7 +63,7 @@ def test_only_request_threads_count() -> None:
 
 def test_summarise_and_report() -> None:
     stacks = [
-        ([HANDLE, "HttpTransport._exchange (functions/kube/transport.py:131)",
+        ([HANDLE, "HttpTransport.send (functions/kube/transport.py:114)",
           "SSLSocket.read (ssl.py:1167)"], 30),
         ([HANDLE, "Coalescer.run (functions/runtime/passes.py:104)",
           "Condition.wait (threading.py:331)"], 10),

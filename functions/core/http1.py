@@ -1,5 +1,7 @@
-"""The parts of HTTP/1.1 a forwarding proxy needs, as pure functions: message heads, where a
-body ends (RFC 9112 section 6.3), and the request line a proxy sends on (origin form)."""
+"""The parts of HTTP/1.1 that the local forwarding proxy (:mod:`functions.dev.proxy`) and the
+blocking client connection (:mod:`functions.kube.wire`) need, as pure functions: message heads,
+where a body ends (RFC 9112 section 6.3), and the request line a proxy sends on (origin
+form)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.dev.core import http1
+from functions.core import http1
 
 
 def head(text: str) -> http1.Head:

@@ -37,7 +37,7 @@ import struct
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from functions.dev.handoff import accept_forever, hand_over, serve_connects
 
@@ -73,8 +73,68 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
 
 async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  upstream: asyncio.StreamReader, upstream_writer: asyncio.StreamWriter) -> None:
-    """Both directions of one connection, until both have ended."""
-    await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream, writer))
+    """Both directions of one connection, until both sides have closed.
+
+    Once a connection is joined (a handshake read through the streams), its bytes need no
+    reader: each side's transport is handed a :class:`_Relay`, which writes what arrives to the
+    other side in the event loop's own callback. Every message of the local Knative data plane
+    crosses this (several times per event), and a stream reader and a task per direction cost
+    about twice the CPU per message. When either side ends, the other gets the end and both
+    close, as before the relays."""
+    done = asyncio.get_running_loop().create_future()
+    first = cast(asyncio.Transport, writer.transport)
+    second = cast(asyncio.Transport, upstream_writer.transport)
+    relays = (_Relay(second, done), _Relay(first, done))
+    relays[0].other, relays[1].other = relays[1], relays[0]
+    for transport, stream, relay in ((first, reader, relays[0]), (second, upstream, relays[1])):
+        transport.set_protocol(relay)
+        # What the stream had read but not handed out yet goes on first.
+        buffered = bytes(getattr(stream, "_buffer", b""))
+        if buffered:
+            relay.data_received(buffered)
+        if stream.at_eof():
+            relay.eof_received()
+        elif not transport.is_closing() and not transport.is_reading():
+            transport.resume_reading()  # a full stream buffer may have paused it
+    await done
+
+
+class _Relay(asyncio.Protocol):
+    """The protocol of one side of a spliced connection: what arrives is written to ``peer``
+    (the other side's transport); when ``peer`` cannot take more, this side stops reading."""
+
+    def __init__(self, peer: asyncio.Transport, done: asyncio.Future[None]) -> None:
+        self.peer = peer
+        self.done = done
+        self.other: _Relay | None = None
+        self.lost = False
+
+    def data_received(self, data: bytes) -> None:
+        if not self.peer.is_closing():
+            self.peer.write(data)
+
+    def eof_received(self) -> bool:
+        with contextlib.suppress(OSError, RuntimeError):
+            if self.peer.can_write_eof():
+                self.peer.write_eof()
+        self.peer.close()
+        return False  # this side closes too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.peer.close()
+        if self.other is not None and self.other.lost and not self.done.done():
+            self.done.set_result(None)
+
+    # Flow control: this side's transport buffers writes (the peer's data) beyond its limit.
+    def pause_writing(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.peer.pause_reading()
+
+    def resume_writing(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            if not self.peer.is_closing():
+                self.peer.resume_reading()
 
 
 def to_unix(path: str) -> Any:

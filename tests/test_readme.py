@@ -196,16 +196,16 @@ HANDLERS = "handlers (read, plan, status)"
 
 
 def test_readme_profile_claims_are_the_committed_profile() -> None:
-    """README, Measured: "in reconcile, the API requests take about half its time; in status,
-    serving the deliveries takes more than computing the status"."""
+    """README, Measured: "in reconcile, the API requests take the largest share of its time; in
+    status, serving the deliveries takes more than computing the status"."""
     readme = " ".join((REPO / "README.md").read_text().split())
     seconds = {name: {c: v["seconds"] for c, v in found["categories"].items()}
                for name, found in PROFILE["processes"].items()}
     reconcile, status = seconds["reconcile"], seconds["status"]
     total = sum(reconcile.values())
-    assert (f"in reconcile, the API requests (creating pods, services and Events) take about "
-            f"half its time ({reconcile[API]:.1f} s of {total:.1f} s)") in readme
-    assert 0.4 <= reconcile[API] / total <= 0.6
+    assert (f"in reconcile, the API requests (creating pods, services and Events) take the "
+            f"largest share of its time ({reconcile[API]:.1f} s of {total:.1f} s)") in readme
+    assert max(reconcile, key=lambda c: reconcile[c]) == API
     serving = sum(status.get(c, 0.0) for c in SERVING)
     assert (f"in status, serving the deliveries (gunicorn and the runtime: {serving:.1f} s) "
             f"takes more than computing the status ({status[HANDLERS]:.1f} s)") in readme
@@ -265,11 +265,16 @@ def test_readme_api_server_claims_are_the_committed_results() -> None:
         assert own - cpu(size, "go-tuned", "controller") > api_ours - api_go
     go = PROFILE["go"]
     profiled = {name: found["categories"] for name, found in go.items() if "categories" in found}
-    under_ours = profiled["API server under ours"]
-    assert (f"creates lead under ours ({under_ours['creates']['seconds']:.1f} s of "
-            f"{go['API server under ours']['seconds']:.1f} s) as under the Go operator") in readme
-    for name in ("API server under ours", "API server under go-tuned"):
-        assert max(profiled[name], key=lambda c: profiled[name][c]["seconds"]) == "creates"
+    under_ours, under_go = profiled["API server under ours"], profiled["API server under go-tuned"]
+    connections = "connections (TLS, HTTP/2)"
+    assert (f"creates take the most under ours ({under_ours['creates']['seconds']:.1f} s of "
+            f"{go['API server under ours']['seconds']:.1f} s) and nearly the most under the Go "
+            f"operator ({under_go['creates']['seconds']:.1f} s of "
+            f"{go['API server under go-tuned']['seconds']:.1f} s, after its connections' TLS and "
+            f"HTTP/2: {under_go[connections]['seconds']:.1f} s)") in readme
+    assert max(under_ours, key=lambda c: under_ours[c]["seconds"]) == "creates"
+    assert sorted(under_go, key=lambda c: -under_go[c]["seconds"])[:2] == [connections,
+                                                                           "creates"]
     adapter = profiled["receive adapter odh-training-objects under ours"]
     watch = adapter["the watch (TLS read, JSON decode)"]["share"]
     assert f"which spends {watch:.0%} of its time reading and decoding its watch" in readme

@@ -171,12 +171,12 @@ class HttpTransport:
         :meth:`Streamed.stream` and must :meth:`~Streamed.release_conn`."""
         connection = self._open(timeout)
         try:
-            head, framing = connection.open_stream(
+            status, head, framing = connection.open_stream(
                 request.method, self._prefix + request.url_path(), self._headers("*/*"))
         except EXCHANGE_ERRORS as exc:
             connection.close()
             raise TransportError(f"{request.method} {request.path}: {exc}") from exc
-        return int(head.second), dict(head.headers), Streamed(connection, framing)
+        return status, dict(head.headers), Streamed(connection, framing)
 
 
 class Streamed:

@@ -76,15 +76,15 @@ class Connection:
                 body: bytes | None = None) -> Answer:
         """Send one request and read its whole answer."""
         self._send(method, target, headers, body)
-        head, framing = self._answer_head(method)
+        status, head, framing = self._answer_head(method)
         data = b"".join(self._body(framing, None))
-        return Answer(_status(head), head, data,
+        return Answer(status, head, data,
                       framing.kind != "close" and keeps_alive(head, head.first))
 
     def open_stream(self, method: str, target: str,
-                    headers: Mapping[str, str]) -> tuple[Head, Framing]:
-        """Send a request whose answer's body keeps coming (a watch, followed logs): its head
-        now, its body with :meth:`stream`."""
+                    headers: Mapping[str, str]) -> tuple[int, Head, Framing]:
+        """Send a request whose answer's body keeps coming (a watch, followed logs): its
+        status and head now, its body with :meth:`stream`."""
         self._send(method, target, headers, None)
         return self._answer_head(method)
 
@@ -117,12 +117,12 @@ class Connection:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self.sock.sendall(head + body if body else head)
 
-    def _answer_head(self, method: str) -> tuple[Head, Framing]:
+    def _answer_head(self, method: str) -> tuple[int, Head, Framing]:
         while True:
             head = self._head()
             status = _status(head)
             if not 100 <= status < 200:  # interim answers (100 Continue) come before the answer
-                return head, response_framing(head, method)
+                return status, head, response_framing(head, method)
 
     def _head(self) -> Head:
         lines: list[bytes] = []

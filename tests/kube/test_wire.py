@@ -119,9 +119,9 @@ def test_a_closed_connection_before_answering_is_a_connection_reset() -> None:
 def test_a_streamed_chunked_body_comes_one_chunk_at_a_time() -> None:
     with answering(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                    b"7\r\n{\"a\":1}\r\n7\r\n{\"b\":2}\r\n0\r\n\r\n") as (connection, _):
-        head, framing = connection.open_stream("GET", "/watch", {})
+        status, _, framing = connection.open_stream("GET", "/watch", {})
         pieces = list(connection.stream(framing, 65536))
-    assert (head.second, pieces) == ("200", [b'{"a":1}', b'{"b":2}'])
+    assert (status, pieces) == (200, [b'{"a":1}', b'{"b":2}'])
 
 
 def test_an_idle_connection_the_server_closed_is_dropped() -> None:

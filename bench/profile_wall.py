@@ -5,9 +5,10 @@ why a delivery takes long when its thread holds no GIL: waiting for the API serv
 write, for the pass of the same job that is running (the delivery shares the next,
 :class:`functions.runtime.passes.Coalescer`), or for the watch cache to reach the version the
 event announces. A second ``py-spy`` per process samples every thread, idle or not
-(``--idle``); the samples of the request threads (those inside gunicorn's
-``ThreadWorker.handle``) are put in one category each, decided by the frame nearest the leaf
-that names one, and add up to the time the function spent in deliveries.
+(``--idle``); the samples of the request threads (those inside the HTTP server's
+``HttpServer._exchange``, :mod:`functions.runtime.httpd`) are put in one category each,
+decided by the frame nearest the leaf that names one, and add up to the time the function
+spent in deliveries.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from typing import Any
 
 from bench import go_profile
 
-# A sample belongs to a request thread when a frame of its stack is gunicorn's request handling.
-REQUEST_THREAD = "ThreadWorker.handle ("
+# A sample belongs to a request thread when a frame of its stack is the functions' HTTP server
+# handling a request (functions/runtime/httpd.py; not waiting for the next one).
+REQUEST_THREAD = "HttpServer._exchange ("
+# Frames of what both the API client and the functions' HTTP server run (reading a message off
+# a connection, parsing its head): a sample in one belongs where its caller does.
+SHARED = ("MessageReader.", "functions/core/http1.py")
 
 # A pass's creates and deletes run in a pool of their own; the request thread waits for them here.
 PARALLEL_WRITES = "_parallel (functions/jobs/writes.py"
@@ -28,16 +33,23 @@ PARALLEL_WRITES = "_parallel (functions/jobs/writes.py"
 WALL_CATEGORIES: go_profile.Categories = (
     ("API requests (mostly waiting for the answer)",
      ("(functions/kube/transport.py", "(functions/kube/client.py", "(functions/kube/wire.py",
-      "(functions/core/http1.py", "(ssl.py", "(http/client.py", "(socket.py", PARALLEL_WRITES)),
+      "(ssl.py", PARALLEL_WRITES)),
     ("waiting for the running pass of the same job",
      ("(functions/runtime/passes.py",)),
     ("waiting for the watch cache to catch up", ("(functions/kube/store.py",
                                                   "(functions/kube/cache.py")),
     ("handlers (read, plan, status)", ("(functions/jobs/", "(functions/trainer/",
                                        "(functions/core/")),
+    ("HTTP serving (gunicorn: read, parse, answer)",
+     ("(functions/runtime/httpd.py", "(functions/runtime/worker.py", "(gunicorn/", "(flask/",
+      "(werkzeug/")),
     ("runtime (route, coalesce, answer)", ("(functions/runtime/",)),
-    ("HTTP serving (gunicorn: read, parse, answer)", ("(gunicorn/", "(flask/", "(werkzeug/")),
 )
+
+
+def own_frames(frames: Iterable[str]) -> list[str]:
+    """``frames`` without those of shared helpers (:data:`SHARED`)."""
+    return [frame for frame in frames if not any(marker in frame for marker in SHARED)]
 
 
 def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
@@ -48,7 +60,7 @@ def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[s
 
 def summarise(stacks: Iterable[tuple[list[str], int]], rate: float) -> dict[str, Any]:
     """Seconds in deliveries, and seconds and shares per category, the largest first."""
-    return go_profile.summarise([(frames[::-1], count / rate)
+    return go_profile.summarise([(own_frames(frames)[::-1], count / rate)
                                  for frames, count in request_stacks(stacks)], WALL_CATEGORIES)
 
 

@@ -145,9 +145,10 @@ def _length(head: Head) -> Framing | None:
     value = head.get("Content-Length")
     if value is None:
         return None
-    if not value.strip().isdigit():
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
         raise BadMessage(f"bad Content-Length {value!r}")
-    size = int(value)
+    size = int(text)
     return Framing("length", size) if size else Framing("none")
 
 

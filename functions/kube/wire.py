@@ -16,6 +16,7 @@ import socket
 import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from io import BufferedReader
 
 from functions.core.http1 import (
     MAX_HEAD,
@@ -37,8 +38,16 @@ class ClosedBeforeAnswer(ConnectionResetError):
     keep-alive connection it had timed out, so the request was never processed."""
 
 
-class IncompleteAnswer(ConnectionError):
-    """The connection ended in the middle of an answer."""
+class IncompleteMessage(ConnectionError):
+    """The connection ended in the middle of a message."""
+
+
+class HeadTooLarge(BadMessage):
+    """A message head over :data:`~functions.core.http1.MAX_HEAD` bytes."""
+
+
+class BodyTooLarge(BadMessage):
+    """A chunked body over the reader's limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +77,7 @@ class Connection:
             raise
         self.sock.settimeout(timeout)
         self._reader = self.sock.makefile("rb")
+        self._messages = MessageReader(self._reader)
 
     def settimeout(self, timeout: float | None) -> None:
         self.sock.settimeout(timeout)
@@ -77,7 +87,7 @@ class Connection:
         """Send one request and read its whole answer."""
         self._send(method, target, headers, body)
         status, head, framing = self._answer_head(method)
-        data = b"".join(self._body(framing, None))
+        data = b"".join(self._messages.body(framing))
         return Answer(status, head, data,
                       framing.kind != "close" and keeps_alive(head, head.first))
 
@@ -91,7 +101,7 @@ class Connection:
     def stream(self, framing: Framing, amount: int) -> Iterator[bytes]:
         """The body as it arrives: each piece one read of at most ``amount`` bytes, or (for
         a chunked body) one chunk, which is how the API server flushes a watch's events."""
-        return self._body(framing, amount)
+        return self._messages.body(framing, amount)
 
     def dropped(self) -> bool:
         """Whether an idle connection is readable: the server closed it (or sent bytes nobody
@@ -119,31 +129,47 @@ class Connection:
 
     def _answer_head(self, method: str) -> tuple[int, Head, Framing]:
         while True:
-            head = self._head()
+            head = self._messages.head()
+            if head is None:
+                raise ClosedBeforeAnswer("the server closed the connection without an answer")
             status = _status(head)
             if not 100 <= status < 200:  # interim answers (100 Continue) come before the answer
                 return status, head, response_framing(head, method)
 
-    def _head(self) -> Head:
+
+class MessageReader:
+    """Reads HTTP/1.1 messages (heads and bodies) from a buffered binary stream: the answers
+    a client connection reads, the requests a server connection reads
+    (:mod:`functions.runtime.httpd`)."""
+
+    def __init__(self, reader: BufferedReader) -> None:
+        self._reader = reader
+
+    def head(self) -> Head | None:
+        """The next message's head; ``None`` when the stream ended before any byte of it."""
         lines: list[bytes] = []
         size = 0
         while True:
             line = self._reader.readline(MAX_HEAD + 1)
             if not line:
                 if not lines:
-                    raise ClosedBeforeAnswer("the server closed the connection without an answer")
-                raise IncompleteAnswer("the connection ended inside an answer's head")
+                    return None
+                raise IncompleteMessage("the connection ended inside a message's head")
             size += len(line)
             if size > MAX_HEAD:
-                raise BadMessage("answer head too large")
+                raise HeadTooLarge(f"message head over {MAX_HEAD} bytes")
             line = line.rstrip(b"\r\n")
             if not line:
                 if lines:
                     return parse_head(b"\r\n".join(lines))
-                continue  # a stray empty line before the status line (RFC 9112 2.2)
+                continue  # a stray empty line before the start line (RFC 9112 2.2)
             lines.append(line)
 
-    def _body(self, framing: Framing, amount: int | None) -> Iterator[bytes]:
+    def body(self, framing: Framing, amount: int | None = None,
+             limit: int | None = None) -> Iterator[bytes]:
+        """The body in pieces: with ``amount``, each piece one read of at most that many
+        bytes, or one chunk of a chunked body; without it, as few pieces as the framing
+        allows. Past ``limit`` bytes of a chunked body, :class:`BodyTooLarge`."""
         reader = self._reader
         if framing.kind == "length":
             remaining = framing.size
@@ -151,11 +177,15 @@ class Connection:
                 piece = (reader.read(remaining) if amount is None
                          else reader.read1(min(amount, remaining)))
                 if not piece:
-                    raise IncompleteAnswer("the connection ended inside an answer's body")
+                    raise IncompleteMessage("the connection ended inside a message's body")
                 remaining -= len(piece)
                 yield piece
         elif framing.kind == "chunked":
+            total = 0
             while size := chunk_size(self._line()):
+                total += size
+                if limit is not None and total > limit:
+                    raise BodyTooLarge(f"chunked body over {limit} bytes")
                 yield self._exactly(size)
                 self._line()
             while self._line():  # trailers, up to the empty line
@@ -167,13 +197,13 @@ class Connection:
     def _line(self) -> bytes:
         line = self._reader.readline(MAX_HEAD + 1)
         if not line.endswith(b"\n"):
-            raise IncompleteAnswer("the connection ended inside a chunked body")
+            raise IncompleteMessage("the connection ended inside a chunked body")
         return line.rstrip(b"\r\n")
 
     def _exactly(self, size: int) -> bytes:
         data = self._reader.read(size)
         if len(data) != size:
-            raise IncompleteAnswer("the connection ended inside a chunk")
+            raise IncompleteMessage("the connection ended inside a chunk")
         return data
 
 

@@ -5,63 +5,25 @@ The local Broker's ingress (:mod:`functions.runtime.router`) and the record sink
 they share this server rather than each carrying its own request handler and lifecycle. Both
 are local tools; the deployed dead-letter sink is :mod:`functions.runtime.dead_letters`, served
 like the functions. Still, a body is read only when its ``Content-Length`` is a number within
-:data:`MAX_BODY_BYTES` (else 400 or 413, and the connection is closed unread).
+:data:`MAX_BODY_BYTES` (else 400 or 413, and the connection is closed unread). It runs on
+:class:`functions.runtime.httpd.HttpServer`, as the functions do.
 """
 
 from __future__ import annotations
 
-import json
-import logging
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-log = logging.getLogger(__name__)
+from functions.runtime.httpd import HttpServer, Limits, Reply, Request, problem_reply
 
 # (headers, body, path) -> (HTTP status, problem detail; "" for an empty answer)
 PostHandler = Callable[[Mapping[str, str], bytes, str], tuple[int, str]]
 # Above the functions' own limit (3 MiB), so the router refuses nothing a function would take.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def do_POST(self) -> None:
-        raw = (self.headers.get("Content-Length") or "0").strip()
-        length = int(raw) if raw.isascii() and raw.isdigit() else -1
-        if length < 0:
-            self._answer(400, f"Content-Length {raw[:40]!r} is not a length", close=True)
-        elif length > MAX_BODY_BYTES:
-            self._answer(413, f"body exceeds the limit of {MAX_BODY_BYTES} bytes", close=True)
-        else:
-            body = self.rfile.read(length) if length else b""
-            self._answer(*self.server.handle(dict(self.headers.items()), body, self.path))
-
-    def _answer(self, status: int, detail: str, close: bool = False) -> None:
-        if close:
-            self.close_connection = True
-        payload = json.dumps({"status": status, "detail": detail}).encode() if detail else b""
-        self.send_response(status)
-        if close:
-            self.send_header("Connection", "close")
-        self.send_header("Content-Length", str(len(payload)))
-        if payload:
-            self.send_header("Content-Type", "application/problem+json")
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(f"{self.server.name}: " + format, *args)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    handle: PostHandler
-    name: str
+# Each connection has its thread; how many handle a request at once is not bounded further.
+CONCURRENCY = 1000
 
 
 @dataclass
@@ -72,25 +34,54 @@ class PostServer:
     name: str
     host: str = "127.0.0.1"
     port: int = 0
-    _server: _Server | None = field(default=None, init=False)
+    _server: HttpServer | None = field(default=None, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
+    _address: tuple[str, int] = field(default=("", 0), init=False)
 
     def start(self) -> threading.Thread:
-        server = _Server((self.host, self.port), _Handler)
-        server.handle = self.handle
-        server.name = self.name
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.host, self.port))
+            listener.listen(128)
+        except BaseException:
+            listener.close()
+            raise
+        self._address = listener.getsockname()[:2]
+        server = HttpServer([listener], self._answer, concurrency=CONCURRENCY,
+                            limits=Limits(max_body=MAX_BODY_BYTES), name=self.name)
         self._server = server
-        thread = threading.Thread(target=server.serve_forever, name=self.name, daemon=True)
+        thread = threading.Thread(target=server.serve, kwargs={"tick_seconds": 0.2},
+                                  name=self.name, daemon=True)
         thread.start()
+        self._thread = thread
         return thread
+
+    def _answer(self, request: Request) -> Reply:
+        if request.method != "POST":
+            status, headers, body = problem_reply(405, f"{request.method} is not served here")
+            return status, [*headers, ("Allow", "POST")], body
+        path = request.target.partition("?")[0]
+        status, detail = self.handle(dict(request.head.headers), request.stream.read(), path)
+        if not detail:
+            return status, [], b""
+        return problem_reply(status, detail)
 
     @property
     def url(self) -> str:
         assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/"
+        host, port = self._address
+        return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        server.stop()
+        if thread is not None:
+            thread.join(5)
+        for listener in server.listeners:
+            listener.close()
+        server.drain(5)
+        self._server = self._thread = None

@@ -79,15 +79,28 @@ def _worker_exit(server: Any, worker: Any) -> None:
         runtime.close(EVENT_FLUSH_SECONDS)
 
 
+# The event functions and the dead-letter sink take one POST after another on the Broker's
+# keep-alive connections: their worker is functions.runtime.worker's, which costs a third of
+# gthread's CPU per request. The REST API, with clients of every kind, keeps gunicorn's own.
+EVENT_WORKER = "functions.runtime.worker.EventWorker"
+
+
+def worker_class(function: str, threads: int) -> str:
+    if function != "api":
+        return EVENT_WORKER
+    return "gthread" if threads > 1 else "sync"
+
+
 def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0",  # noqa: S104
-                     timeout: int = 330, log_level: str = "info") -> dict[str, Any]:
+                     timeout: int = 330, log_level: str = "info",
+                     function: str = "all") -> dict[str, Any]:
     """Gunicorn settings. ``timeout`` exceeds Knative's default 300 s request timeout so the
     platform, not gunicorn, bounds a long resync."""
     options: dict[str, Any] = {
         "bind": f"{host}:{port}",
         "workers": workers,
         "threads": threads,
-        "worker_class": "gthread" if threads > 1 else "sync",
+        "worker_class": worker_class(function, threads),
         "timeout": timeout,
         "graceful_timeout": 20,
         "keepalive": 75,
@@ -133,7 +146,8 @@ def serve(function: str, port: int, workers: int = 1, threads: int = EVENT_FUNCT
         directory = tempfile.mkdtemp(prefix="functions-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
         atexit.register(_remove_in_master, directory, os.getpid())
-    FunctionServer(function, gunicorn_options(port, workers, threads, host)).run()
+    FunctionServer(function, gunicorn_options(port, workers, threads, host,
+                                               function=function)).run()
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from bench.profile import OTHER, categorise, markdown, parse_raw, summarise
 
-ROOT = "run (gunicorn/workers/gthread.py:1)"
+ROOT = "_exchange (functions/runtime/httpd.py:1)"
 
 
 @pytest.mark.parametrize(("frames", "category"), [
@@ -22,6 +22,15 @@ ROOT = "run (gunicorn/workers/gthread.py:1)"
                  "runtime (route, coalesce, answer)", id="runtime"),
     pytest.param([ROOT, "parse (gunicorn/http/parser.py:2)"], "HTTP serving (gunicorn, WSGI)",
                  id="gunicorn"),
+    pytest.param(["_serve_connection (functions/runtime/httpd.py:1)",
+                  "MessageReader.head (functions/kube/wire.py:2)",
+                  "parse_head (functions/core/http1.py:3)"],
+                 "HTTP serving (gunicorn, WSGI)", id="the-server-reading-a-request-head"),
+    pytest.param([ROOT, "call_wsgi (functions/runtime/worker.py:2)"],
+                 "HTTP serving (gunicorn, WSGI)", id="the-worker-calling-the-app"),
+    pytest.param([ROOT, "request (functions/kube/wire.py:4)",
+                  "MessageReader.head (functions/kube/wire.py:5)"],
+                 "API client (HTTP, JSON)", id="the-client-reading-an-answer-head"),
     pytest.param(["_run (functions/kube/cache.py:1)", "watch (functions/kube/client.py:2)"],
                  "API client (HTTP, JSON)", id="watch-stream-read"),
     pytest.param([ROOT, "call (functions/kube/client.py:3)", "request (functions/kube/wire.py:4)",

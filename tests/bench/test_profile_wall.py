@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from bench import go_profile
-from bench.profile_wall import WALL_CATEGORIES, markdown, request_stacks, summarise
+from bench.profile_wall import WALL_CATEGORIES, markdown, own_frames, request_stacks, summarise
 
-HANDLE = "ThreadWorker.handle (gunicorn/workers/gthread.py:553)"
+HANDLE = "HttpServer._exchange (functions/runtime/httpd.py:253)"
 PASS = "Dispatcher._attempt (functions/runtime/dispatch.py:234)"
 
 
 def category(frames: list[str]) -> str:
-    return go_profile.categorise(reversed(frames), WALL_CATEGORIES)
+    return go_profile.categorise(reversed(own_frames(frames)), WALL_CATEGORIES)
 
 
 @pytest.mark.parametrize(("frames", "expected"), [
@@ -45,6 +45,10 @@ def category(frames: list[str]) -> str:
                  "handlers (read, plan, status)", id="parsing-the-event"),
     pytest.param([HANDLE, "write (gunicorn/util.py:348)"],
                  "HTTP serving (gunicorn: read, parse, answer)", id="answering"),
+    pytest.param([HANDLE, "BodyStream.read (functions/runtime/httpd.py:80)",
+                  "MessageReader.body (functions/kube/wire.py:180)",
+                  "SocketIO.readinto (socket.py:706)"],
+                 "HTTP serving (gunicorn: read, parse, answer)", id="reading-the-body"),
 ])
 def test_a_request_thread_sample_is_put_where_its_leaf_is(frames: list[str],
                                                           expected: str) -> None:
@@ -53,7 +57,11 @@ def test_a_request_thread_sample_is_put_where_its_leaf_is(frames: list[str],
 
 def test_only_request_threads_count() -> None:
     stacks = [
-        (["thread (1): ThreadPoolExecutor-0_0", HANDLE, "write (gunicorn/util.py:348)"], 3),
+        (["thread (1): worker-1-connection", HANDLE, "write (gunicorn/util.py:348)"], 3),
+        (["thread (4): worker-1-connection",
+          "HttpServer._serve_connection (functions/runtime/httpd.py:220)",
+          "MessageReader.head (functions/kube/wire.py:150)",
+          "SocketIO.readinto (socket.py:706)"], 20),
         (["thread (2): informer-pods", "Informer._watch (functions/kube/cache.py:176)"], 50),
         (["thread (3): ThreadPoolExecutor-0_1", "_worker (concurrent/futures/thread.py:81)",
           "SimpleQueue.get (queue.py:1)"], 40),

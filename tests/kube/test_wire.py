@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 import pytest
 
 from functions.core.http1 import BadMessage
-from functions.kube.wire import ClosedBeforeAnswer, Connection, IncompleteAnswer
+from functions.kube.wire import ClosedBeforeAnswer, Connection, IncompleteMessage
 
 
 @contextmanager
@@ -95,11 +95,11 @@ def test_one_connection_carries_requests_in_turn() -> None:
 
 @pytest.mark.parametrize(("answer", "error"), [
     pytest.param(b"", ClosedBeforeAnswer, id="closed-before-answering"),
-    pytest.param(b"HTTP/1.1 200 OK\r\nContent-Le", IncompleteAnswer, id="head-cut-short"),
-    pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", IncompleteAnswer,
+    pytest.param(b"HTTP/1.1 200 OK\r\nContent-Le", IncompleteMessage, id="head-cut-short"),
+    pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", IncompleteMessage,
                  id="body-cut-short"),
     pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nabc",
-                 IncompleteAnswer, id="chunk-cut-short"),
+                 IncompleteMessage, id="chunk-cut-short"),
     pytest.param(b"SSH-2.0-OpenSSH\r\n\r\n", BadMessage, id="not-http"),
     pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", BadMessage,
                  id="bad-chunk-size"),

@@ -27,7 +27,8 @@ def _post(url: str, body: bytes, path: str) -> tuple[int, str | None, bytes]:
 @pytest.mark.parametrize(("answer", "content_type", "payload"), [
     pytest.param((202, ""), None, b"", id="accepted-empty"),
     pytest.param((400, "not a CloudEvent"), "application/problem+json",
-                 json.dumps({"status": 400, "detail": "not a CloudEvent"}).encode(),
+                 json.dumps({"type": "about:blank", "title": "Bad Request", "status": 400,
+                             "detail": "not a CloudEvent"}).encode(),
                  id="problem"),
 ])
 def test_answers_with_the_handlers_status_and_detail(

@@ -6,7 +6,7 @@ write, for the pass of the same job that is running (the delivery shares the nex
 :class:`functions.runtime.passes.Coalescer`), or for the watch cache to reach the version the
 event announces. A second ``py-spy`` per process samples every thread, idle or not
 (``--idle``); the samples of the request threads (those inside the HTTP server's
-``HttpServer._exchange``, :mod:`functions.runtime.httpd`) are put in one category each,
+``HttpServer._serve_request``, :mod:`functions.runtime.httpd`) are put in one category each,
 decided by the frame nearest the leaf that names one, and add up to the time the function
 spent in deliveries.
 """
@@ -19,8 +19,9 @@ from typing import Any
 from bench import go_profile
 
 # A sample belongs to a request thread when a frame of its stack is the functions' HTTP server
-# handling a request (functions/runtime/httpd.py; not waiting for the next one).
-REQUEST_THREAD = "HttpServer._exchange ("
+# serving a request in one of its turns (functions/runtime/httpd.py; not waiting for the next
+# request, nor for a turn).
+REQUEST_THREAD = "HttpServer._serve_request ("
 # Frames of what both the API client and the functions' HTTP server run (reading a message off
 # a connection, parsing its head): a sample in one belongs where its caller does.
 SHARED = ("MessageReader.", "functions/core/http1.py")

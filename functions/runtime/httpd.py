@@ -130,7 +130,8 @@ READ_PIECE = 65536
 class Limits:
     """``max_body``: a body is read whole before the handler runs, and refused (413, unread)
     over this size; ``None``: the handler reads it from the request's stream as it needs.
-    ``idle_seconds``: how long a keep-alive connection waits for its next request;
+    ``idle_seconds``: how long a keep-alive connection waits for its next request (``0``:
+    every connection closes after its first answer);
     ``read_seconds``: for each read once a request has begun."""
 
     max_body: int | None = 4 * 1024 * 1024
@@ -256,6 +257,10 @@ class HttpServer:
             connection, peer = listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return
+        except OSError as exc:  # out of file descriptors, say: the next tick tries again
+            log.warning("%s: cannot accept a connection: %s", self.name, exc)
+            time.sleep(0.1)
+            return
         connection.setblocking(True)
         with contextlib.suppress(OSError):  # not TCP (a Unix socket)
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -325,15 +330,21 @@ class HttpServer:
                 return False
         request = Request(head.first, head.second, head.third, head, stream, peer)
         with self._gate:
-            status, headers, payload = self._handle(request)
+            return self._serve_request(connection, request)
+
+    def _serve_request(self, connection: socket.socket, request: Request) -> bool:
+        """Handle one request and answer it, in one of the ``concurrency`` turns (a request
+        waiting for a turn is not being served yet); whether the connection stays open."""
+        status, headers, payload = self._handle(request)
         with self._lock:
             self.requests += 1
-        close = (not keeps_alive(head, head.third) or self._stopping.is_set()
-                 or not stream.finished()
+        close = (not keeps_alive(request.head, request.version) or self._stopping.is_set()
+                 or self.limits.idle_seconds <= 0
+                 or not request.stream.finished()
                  or any(name.lower() == "connection" and value.lower() == "close"
                         for name, value in headers))
         connection.sendall(reply_bytes(status, headers, payload, close=close,
-                                       head_only=head.first == "HEAD"))
+                                       head_only=request.method == "HEAD"))
         return not close
 
     def _handle(self, request: Request) -> Reply:

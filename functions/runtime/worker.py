@@ -102,7 +102,7 @@ class EventWorker(Worker):  # type: ignore[misc]
             return call_wsgi(app, wsgi_environ(request, server_name,
                                                multiprocess=multiprocess))
 
-        limits = Limits(max_body=None, idle_seconds=float(self.cfg.keepalive or 2),
+        limits = Limits(max_body=None, idle_seconds=float(self.cfg.keepalive),
                         max_connections=self.cfg.worker_connections)
         server = HttpServer([listener.sock for listener in self.sockets], handle,
                             concurrency=self.cfg.threads, limits=limits,

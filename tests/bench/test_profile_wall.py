@@ -8,7 +8,7 @@ import pytest
 from bench import go_profile
 from bench.profile_wall import WALL_CATEGORIES, markdown, own_frames, request_stacks, summarise
 
-HANDLE = "HttpServer._exchange (functions/runtime/httpd.py:253)"
+HANDLE = "HttpServer._serve_request (functions/runtime/httpd.py:253)"
 PASS = "Dispatcher._attempt (functions/runtime/dispatch.py:234)"
 
 
@@ -62,6 +62,10 @@ def test_only_request_threads_count() -> None:
           "HttpServer._serve_connection (functions/runtime/httpd.py:220)",
           "MessageReader.head (functions/kube/wire.py:150)",
           "SocketIO.readinto (socket.py:706)"], 20),
+        (["thread (5): worker-1-connection",
+          "HttpServer._serve_connection (functions/runtime/httpd.py:220)",
+          "HttpServer._exchange (functions/runtime/httpd.py:300)",
+          "Semaphore.acquire (threading.py:1)"], 30),
         (["thread (2): informer-pods", "Informer._watch (functions/kube/cache.py:176)"], 50),
         (["thread (3): ThreadPoolExecutor-0_1", "_worker (concurrent/futures/thread.py:81)",
           "SimpleQueue.get (queue.py:1)"], 40),

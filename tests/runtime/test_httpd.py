@@ -236,6 +236,13 @@ def test_a_connection_over_the_limit_is_refused_with_retry_after() -> None:
         assert read_answer(first)[0] == "HTTP/1.1 200 OK"
 
 
+def test_no_keep_alive_time_closes_every_connection_after_its_answer() -> None:
+    with serving(echo([]), limits=Limits(idle_seconds=0)) as (port, _), connect(port) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert read_answer(sock)[1]["connection"] == "close"
+        assert closed(sock)
+
+
 def test_an_idle_connection_is_closed_after_its_keep_alive_time() -> None:
     with serving(echo([]), limits=Limits(idle_seconds=0.2)) as (port, server), \
             connect(port) as sock:

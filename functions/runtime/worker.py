@@ -19,9 +19,8 @@ from gunicorn.workers.base import Worker
 
 from functions.runtime.httpd import HttpServer, Limits, Reply, Request
 
-# Headers with an underscore are dropped, as gunicorn does: ``X_Forwarded`` and
-# ``X-Forwarded`` would both become ``HTTP_X_FORWARDED``.
-SPECIAL = {"CONTENT_TYPE": "CONTENT_TYPE", "CONTENT_LENGTH": "CONTENT_LENGTH"}
+# The two headers whose environ keys have no ``HTTP_`` prefix (PEP 3333).
+UNPREFIXED = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
 
 
 def wsgi_environ(request: Request, server: tuple[str, str], *,
@@ -54,9 +53,12 @@ def wsgi_environ(request: Request, server: tuple[str, str], *,
     }
     for name, value in request.head.headers:
         if "_" in name:
+            # Dropped, as gunicorn does: ``X_Forwarded`` and ``X-Forwarded`` would both
+            # become ``HTTP_X_FORWARDED``.
             continue
         key = name.upper().replace("-", "_")
-        key = SPECIAL.get(key) or "HTTP_" + key
+        if key not in UNPREFIXED:
+            key = "HTTP_" + key
         environ[key] = f"{environ[key]},{value}" if key in environ else value
     return environ
 

@@ -187,6 +187,18 @@ def test_a_streamed_body_left_unread_closes_the_connection_after_the_answer(
             assert closed(sock)
 
 
+def test_a_streamed_chunked_body_is_read_to_its_end_and_the_connection_kept() -> None:
+    def handle(request: Request) -> Reply:
+        return 202, [], request.stream.read(100)  # the functions' read when no length is given
+
+    with serving(handle, limits=Limits(max_body=None)) as (port, _), connect(port) as sock:
+        for _ in range(2):
+            sock.sendall(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+            _, headers, body = read_answer(sock)
+            assert (body, "connection" in headers) == (b"abcde", False)
+
+
 def test_a_handler_error_is_a_503_with_retry_after_never_a_500() -> None:
     def handle(request: Request) -> Reply:
         raise RuntimeError("boom")

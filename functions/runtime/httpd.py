@@ -278,9 +278,11 @@ class HttpServer:
     def _serve_connection(self, connection: socket.socket, peer: tuple[str, int]) -> None:
         reader = connection.makefile("rb")
         messages = MessageReader(reader)
+        # The first request may take as long as any read; a later one, the keep-alive time.
+        wait = self.limits.read_seconds
         try:
             while not self._stopping.is_set():
-                connection.settimeout(self.limits.idle_seconds)
+                connection.settimeout(wait)
                 try:
                     head = messages.head()
                 except TimeoutError:
@@ -294,6 +296,7 @@ class HttpServer:
                     return
                 with self._lock:
                     self._connections[connection] = False
+                wait = self.limits.idle_seconds
         except BadMessage as exc:
             _send_quietly(connection, problem_reply(
                 431 if isinstance(exc, HeadTooLarge) else 400, str(exc)))

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from functions.runtime.httpd import HttpServer, Limits, Reply, Request, problem_reply
+from functions.runtime.endpoint import problem_answer
+from functions.runtime.httpd import HttpServer, Limits, Reply, Request
 
 # (headers, body, path) -> (HTTP status, problem detail; "" for an empty answer)
 PostHandler = Callable[[Mapping[str, str], bytes, str], tuple[int, str]]
@@ -40,14 +41,7 @@ class PostServer:
 
     def start(self) -> threading.Thread:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((self.host, self.port))
-            listener.listen(128)
-        except BaseException:
-            listener.close()
-            raise
+        listener = socket.create_server((self.host, self.port), family=family, backlog=128)
         self._address = listener.getsockname()[:2]
         server = HttpServer([listener], self._answer, concurrency=CONCURRENCY,
                             limits=Limits(max_body=MAX_BODY_BYTES), name=self.name)
@@ -60,13 +54,13 @@ class PostServer:
 
     def _answer(self, request: Request) -> Reply:
         if request.method != "POST":
-            status, headers, body = problem_reply(405, f"{request.method} is not served here")
+            status, headers, body = problem_answer(405, f"{request.method} is not served here")
             return status, [*headers, ("Allow", "POST")], body
         path = request.target.partition("?")[0]
         status, detail = self.handle(dict(request.head.headers), request.stream.read(), path)
         if not detail:
             return status, [], b""
-        return problem_reply(status, detail)
+        return problem_answer(status, detail)
 
     @property
     def url(self) -> str:
@@ -81,7 +75,5 @@ class PostServer:
         server.stop()
         if thread is not None:
             thread.join(5)
-        for listener in server.listeners:
-            listener.close()
         server.drain(5)
         self._server = self._thread = None

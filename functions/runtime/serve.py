@@ -80,8 +80,9 @@ def _worker_exit(server: Any, worker: Any) -> None:
 
 
 # The event functions and the dead-letter sink take one POST after another on the Broker's
-# keep-alive connections: their worker is functions.runtime.worker's, which costs a third of
-# gthread's CPU per request. The REST API, with clients of every kind, keeps gunicorn's own.
+# keep-alive connections: their worker is functions.runtime.worker's, which spends a quarter to
+# a half of gthread's CPU per request (functions.runtime.httpd). The REST API, with clients of
+# every kind, keeps gunicorn's own.
 EVENT_WORKER = "functions.runtime.worker.EventWorker"
 
 

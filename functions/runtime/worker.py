@@ -109,7 +109,6 @@ class EventWorker(Worker):  # type: ignore[misc]
         server = HttpServer([listener.sock for listener in self.sockets], handle,
                             concurrency=self.cfg.threads, limits=limits,
                             name=f"worker-{os.getpid()}")
-        self.server = server
 
         def tick() -> bool:
             self.notify()
@@ -122,6 +121,4 @@ class EventWorker(Worker):  # type: ignore[misc]
             return bool(self.alive)
 
         server.serve(tick)
-        for listener in self.sockets:
-            listener.close()
         server.drain(self.cfg.graceful_timeout, heartbeat=self.notify)

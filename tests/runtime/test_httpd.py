@@ -39,7 +39,6 @@ def serving(handler: Callable[[Request], Reply], *, concurrency: int = 2,
     finally:
         server.stop()
         thread.join(5)
-        listener.close()
         assert server.drain(5)
 
 
@@ -286,7 +285,6 @@ def test_a_stop_answers_the_request_in_flight_and_closes_idle_connections() -> N
         assert entered.wait(5)
         server.stop()
         thread.join(5)
-        listener.close()
         drained: list[bool] = []
         drainer = threading.Thread(target=lambda: drained.append(server.drain(5)))
         drainer.start()

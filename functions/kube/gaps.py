@@ -52,7 +52,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,11 @@ class Journal:
 
     def since(self, moment: float, hold: float = 0.0) -> tuple[list[Change], float]:
         """The latest change of each object changed from ``moment`` until ``hold`` seconds
-        ago, and the moment this answer reaches to (where the next one starts)."""
+        ago, and the moment this answer reaches to (where the next one starts).
+
+        A change counts as of the ``status`` alone only if every change of that object in the
+        span was: a status write that followed a change of the spec (whose event may be the
+        one lost) must not hide it from a function that does not read the status."""
         latest: dict[tuple[str, str], Change] = {}
         with self._lock:
             upto = max(moment, self.clock() - hold)
@@ -185,8 +189,12 @@ class Journal:
                 if at >= upto:
                     continue
                 meta = change.obj.get("metadata") or {}
-                latest.setdefault((str(meta.get("namespace") or ""), str(meta.get("name"))),
-                                  change)
+                name = (str(meta.get("namespace") or ""), str(meta.get("name")))
+                later = latest.get(name)
+                if later is None:
+                    latest[name] = change
+                elif later.status_only and not change.status_only:
+                    latest[name] = replace(later, status_only=False)
         return list(reversed(latest.values())), upto
 
     def __len__(self) -> int:

@@ -340,6 +340,26 @@ def test_the_journal_marks_changes_of_the_status_alone() -> None:
         [("a", True), ("b", False)]
 
 
+@pytest.mark.parametrize(("alone", "latest_alone"), [
+    pytest.param((True, True), True, id="status-writes-only"),
+    pytest.param((False, True), False, id="a-status-write-after-another-change"),
+    pytest.param((True, False), False, id="another-change-after-a-status-write"),
+])
+def test_the_latest_change_is_of_the_status_alone_only_if_every_change_in_the_span_was(
+        alone: tuple[bool, bool], latest_alone: bool) -> None:
+    clock = Clock()
+    journal = Journal(clock=clock)
+    for step, status_alone in enumerate(alone):
+        clock.now = 100.0 + step
+        journal.record([("MODIFIED", pod("a", step + 1))], status_only=status_alone)
+    clock.now = 110.0
+    [change] = journal.since(0.0)[0]
+    assert (change.obj["metadata"]["resourceVersion"], change.status_only) == \
+        ("2", latest_alone)
+    # a span that starts after the other change holds only the status write
+    assert [c.status_only for c in journal.since(101.0)[0]] == [alone[1]]
+
+
 @pytest.mark.parametrize(("observed", "lag"), [
     pytest.param([], 0.0, id="none-yet"),
     pytest.param([(130.0, 5.0), (150.0, 2.0)], 5.0, id="the-longest-in-the-window"),

@@ -14,7 +14,7 @@ from functions.core.errors import TemporaryError
 from functions.core.events import ApiEvent, ObjectRef, Operation
 from functions.core.keys import ObjectKey
 from functions.kube import resources
-from functions.kube.gaps import Change, reference, true_conditions
+from functions.kube.gaps import Change, Journal, reference, true_conditions
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.outcomes import Outcome, Route
 from functions.runtime.recorder import EventRecorder
@@ -277,7 +277,8 @@ def test_an_event_of_a_parent_status_change_runs_only_handlers_that_read_it(
 def test_a_status_change_left_out_does_not_hide_an_earlier_change_from_a_catch_up() -> None:
     """A job created while the event source's watch was down has no add event; the update
     of its status (another function's write) is left out here, and the catch-up of the
-    watch reset still runs the job's first pass."""
+    watch reset, which the journal answers with the job's latest change alone, still runs
+    the job's first pass."""
     calls = Calls()
     controller = dataclasses.replace(recording_controller(calls),
                                      status_inputs={"reconcile": lambda ref: False})
@@ -286,11 +287,14 @@ def test_a_status_change_left_out_does_not_hide_an_earlier_change_from_a_catch_u
     assert dispatcher.handle(_job_event("update", 7), status_alone=True).kind == "ignored"
     created = _job_event("add", 5).object
     assert created is not None
-    dispatcher.catch_up(resources.PYTORCHJOBS, [
-        changed("add", created),
-        Change("update", reference({**created, "metadata": {
-            **created["metadata"], "resourceVersion": "7"}}), time.monotonic(),
-            status_only=True)])
+    journal = Journal()
+    journal.record([("ADDED", created)])
+    journal.record([("MODIFIED", {**created, "metadata": {**created["metadata"],
+                                                          "resourceVersion": "7"}})],
+                   status_only=True)
+    [latest] = journal.since(0.0)[0]
+    assert latest.obj["metadata"]["resourceVersion"] == "7"
+    dispatcher.catch_up(resources.PYTORCHJOBS, [latest])
     assert calls.keys("reconcile") == [A]
 
 

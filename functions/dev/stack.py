@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,10 +240,13 @@ class DevStack:
             return []
         return source_filter_patches(self.config_dir / "components" / "source-filters")
 
-    def _wait_functions(self) -> None:
-        for urls in self.replica_urls.values():
-            for url in urls:
-                _wait_http(url + "health/readiness", 60)
+    def _wait_functions(self, timeout: float = 120.0) -> None:
+        """Every function process answers its readiness probe; one that exits or stays
+        unready is named with the end of its log."""
+        for component in self.processes:
+            if component.name.startswith("function-"):
+                port = component.argv[component.argv.index("--port") + 1]
+                _wait_ready(component, f"http://127.0.0.1:{port}/health/readiness", timeout)
 
     def _install(self, kube: KubeClient) -> None:
         """Our CRDs (validation is CEL inside them), the CRDs the Trainer depends on (JobSet, and
@@ -383,15 +387,22 @@ def _runs(component: Component, function: str) -> bool:
     return name == f"function-{function}" or name.startswith(f"function-{function}-")
 
 
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
+def _wait_ready(component: Component, url: str, timeout: float) -> None:
+    """Until ``url`` answers 200; a process that exits, or stays unready, is named with its
+    last answer and the end of its log."""
+    deadline, answer = time.monotonic() + timeout, "none"
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local URL
                 if response.status == 200:
                     return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} not ready after {timeout}s")
+        except urllib.error.HTTPError as exc:
+            answer = f"{exc.code} {exc.read(200).decode(errors='replace').strip()}"
+        except OSError as exc:
+            answer = str(exc)
+        code = component.exited()
+        if code is not None or time.monotonic() > deadline:
+            why = f"exited ({code})" if code is not None else f"not ready after {timeout:g} s"
+            raise TimeoutError(f"{component.name} at {url}: {why}; last answer: {answer}; "
+                               f"its log ends:\n{component.tail()}")
         time.sleep(0.05)

@@ -80,9 +80,9 @@ def _worker_exit(server: Any, worker: Any) -> None:
 
 
 # The event functions and the dead-letter sink take one POST after another on the Broker's
-# keep-alive connections: their worker is functions.runtime.worker's, which spends a quarter to
-# a half of gthread's CPU per request (functions.runtime.httpd). The REST API, with clients of
-# every kind, keeps gunicorn's own.
+# keep-alive connections: their worker is functions.runtime.worker's, which spends 0.08-0.17 ms
+# of CPU per request against gthread's 0.28-0.30 ms (functions.runtime.httpd). The REST API,
+# with clients of every kind, keeps gunicorn's own.
 EVENT_WORKER = "functions.runtime.worker.EventWorker"
 
 

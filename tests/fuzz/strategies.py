@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,55 +180,77 @@ def job_sample(kind: str) -> Obj:
     return data
 
 
+def _object_at(obj: Obj, *keys: str) -> Obj | None:
+    """The object at ``keys`` under ``obj``, made where a key is missing; ``None`` where an
+    earlier operation left something else there (a ``null`` template, a string spec): that
+    odd shape is itself an input worth sending, so the operation leaves it as it is."""
+    current: Any = obj
+    for key in keys:
+        current = current.setdefault(key, {})
+        if not isinstance(current, dict):
+            return None
+    return current if isinstance(current, dict) else None
+
+
+# What a composite strategy's ``draw`` and ``st.data().draw`` both are.
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+JOB_OPERATIONS = ("replicas", "restart", "rename-type", "drop-containers", "container-image",
+                  "run-policy", "extra-replica", "elastic", "mpi", "odd-value")
+
+
+def mutate_job(draw: Draw, job: Obj, operation: str) -> None:
+    """Apply one of :data:`JOB_OPERATIONS` to ``job`` in place. Whatever shape earlier
+    operations left (a ``null`` template, a string where a list was) is input too: an
+    operation that cannot apply to it leaves it as it is."""
+    kind = job["kind"]
+    spec: Obj = job["spec"]
+    found_specs = spec.get(SPEC_FIELDS[kind])
+    specs: Obj = found_specs if isinstance(found_specs, dict) else {}
+    rtype = draw(st.sampled_from(sorted(specs))) if specs else None
+    found = specs.get(rtype) if rtype else None
+    replica: Obj = found if isinstance(found, dict) else {}
+    if operation == "replicas" and rtype:
+        replica["replicas"] = draw(SMALL_INT | st.none())
+    elif operation == "restart" and rtype:
+        replica["restartPolicy"] = draw(st.sampled_from(RESTART_POLICIES))
+    elif operation == "rename-type" and rtype:
+        specs[draw(st.sampled_from(REPLICA_TYPES))] = specs.pop(rtype)
+    elif operation == "drop-containers" and rtype:
+        pod = _object_at(replica, "template", "spec")
+        if pod is not None:
+            pod["containers"] = []
+    elif operation == "container-image" and rtype:
+        pod = _object_at(replica, "template", "spec")
+        containers = pod.get("containers") if pod is not None else None
+        for container in containers if isinstance(containers, list) else ():
+            if isinstance(container, dict):
+                container["image"] = draw(HEADER_TEXT)
+    elif operation == "run-policy":
+        field = draw(st.sampled_from(("cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
+                                      "ttlSecondsAfterFinished", "suspend")))
+        value = draw(st.sampled_from(CLEAN_POD_POLICIES) if field == "cleanPodPolicy" else ODD)
+        policy = _object_at(spec, "runPolicy")
+        if policy is not None:
+            policy[field] = value
+    elif operation == "extra-replica" and found_specs is specs:
+        specs[draw(st.sampled_from(REPLICA_TYPES))] = copy.deepcopy(
+            next(iter(specs.values()), {}))
+    elif operation == "elastic" and kind in ("PyTorchJob", "PaddleJob"):
+        spec["elasticPolicy"] = {"minReplicas": draw(SMALL_INT), "maxReplicas": draw(SMALL_INT),
+                                 "nProcPerNode": draw(SMALL_INT)}
+    elif operation == "mpi" and kind == "MPIJob":
+        spec[draw(st.sampled_from(("slotsPerWorker", "launcherCreationPolicy",
+                                   "mpiImplementation", "runLauncherAsWorker")))] = draw(ODD)
+    elif operation == "odd-value" and _paths(spec)[1:]:
+        path = draw(st.sampled_from(_paths(spec)[1:]))
+        job["spec"] = _replace(spec, path, draw(ODD))
+
+
 @st.composite
 def job_spec(draw: st.DrawFn) -> Obj:
     """A job CR from a sample with a few fields set to odd values (name and namespace left
     to the caller)."""
-    kind = draw(st.sampled_from(sorted(JOB_SAMPLES)))
-    job = job_sample(kind)
-    spec = job["spec"]
-    specs: dict[str, Obj] = spec[SPEC_FIELDS[kind]]
+    job = job_sample(draw(st.sampled_from(sorted(JOB_SAMPLES))))
     for _ in range(draw(st.integers(1, 4))):
-        operation = draw(st.sampled_from((
-            "replicas", "restart", "rename-type", "drop-containers", "container-image",
-            "run-policy", "extra-replica", "elastic", "mpi", "odd-value")))
-        rtype = draw(st.sampled_from(sorted(specs))) if specs else None
-        found = specs.get(rtype) if rtype else None
-        replica: Obj = found if isinstance(found, dict) else {}
-        if operation == "replicas" and rtype:
-            replica["replicas"] = draw(SMALL_INT | st.none())
-        elif operation == "restart" and rtype:
-            replica["restartPolicy"] = draw(st.sampled_from(RESTART_POLICIES))
-        elif operation == "rename-type" and rtype:
-            specs[draw(st.sampled_from(REPLICA_TYPES))] = specs.pop(rtype)
-        elif operation == "drop-containers" and rtype:
-            replica.setdefault("template", {}).setdefault("spec", {})["containers"] = []
-        elif operation == "container-image" and rtype:
-            containers = replica.get("template", {}).get("spec", {}).get("containers") or []
-            for container in containers:
-                container["image"] = draw(HEADER_TEXT)
-        elif operation == "run-policy":
-            policy = spec.setdefault("runPolicy", {})
-            field = draw(st.sampled_from(("cleanPodPolicy", "backoffLimit",
-                                          "activeDeadlineSeconds", "ttlSecondsAfterFinished",
-                                          "suspend")))
-            policy[field] = draw(st.sampled_from(CLEAN_POD_POLICIES)
-                                 if field == "cleanPodPolicy" else ODD)
-        elif operation == "extra-replica":
-            specs[draw(st.sampled_from(REPLICA_TYPES))] = copy.deepcopy(
-                next(iter(specs.values()), {}))
-        elif operation == "elastic" and kind in ("PyTorchJob", "PaddleJob"):
-            spec["elasticPolicy"] = {"minReplicas": draw(SMALL_INT),
-                                     "maxReplicas": draw(SMALL_INT),
-                                     "nProcPerNode": draw(SMALL_INT)}
-        elif operation == "mpi" and kind == "MPIJob":
-            spec[draw(st.sampled_from(("slotsPerWorker", "launcherCreationPolicy",
-                                       "mpiImplementation", "runLauncherAsWorker")))] = draw(
-                ODD)
-        elif operation == "odd-value":
-            path = draw(st.sampled_from(_paths(spec)[1:]))
-            spec = _replace(spec, path, draw(ODD))
-            job["spec"] = spec
-            specs = spec.get(SPEC_FIELDS[kind]) if isinstance(spec.get(
-                SPEC_FIELDS[kind]), dict) else {}
+        mutate_job(draw, job, draw(st.sampled_from(JOB_OPERATIONS)))
     return job

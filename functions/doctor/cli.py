@@ -26,9 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "doctor", help="check a cluster before (and after) installing: Knative, network "
                        "policy, conflicting operators, CRDs, permissions, readiness")
     parser.add_argument("--kubeconfig", default=None,
-                        help="kubeconfig to use (default: $KUBECONFIG, in-cluster, "
-                             "~/.kube/config)")
-    parser.add_argument("--context", default=None, help="kubeconfig context")
+                        help="kubeconfig to use (default: $KUBECONFIG, a list merged as "
+                             "kubectl merges it, else in-cluster, else ~/.kube/config)")
+    parser.add_argument("--context", default=None,
+                        help="kubeconfig context (default: the current context)")
     parser.add_argument("--namespace", "-n", default=DEFAULT_NAMESPACE,
                         help="the install's namespace (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
@@ -55,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
     from functions.kube.config import ConfigError, from_kubeconfig, load
 
     try:
-        config = from_kubeconfig(args.kubeconfig, args.context) if args.kubeconfig else load()
+        config = (from_kubeconfig(args.kubeconfig, args.context)
+                  if args.kubeconfig or args.context else load())
         kube = KubeClient.from_config(config, timeout=10.0, retries=1)
         findings = run(read(kube, args.namespace))
     except (ConfigError, ApiError, TemporaryError) as exc:

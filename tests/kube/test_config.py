@@ -87,16 +87,28 @@ def test_loading_again_makes_no_new_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("user", "expected"), [
-    pytest.param({"client-key": "keys/client.key", "client-certificate": "/abs/client.crt"},
-                 ("keys/client.key", "/abs/client.crt"), id="paths-relative-to-the-file"),
+    pytest.param({"client-key": "keys/client.key", "client-certificate": "{abs}/client.crt"},
+                 ("keys/client.key", "client.crt"), id="paths-relative-to-the-file"),
     pytest.param({"token": "t"}, (None, None), id="token-only"),
 ])
 def test_key_paths_are_used_as_given(tmp_path: Path, user: dict[str, str],
                                      expected: tuple[str | None, str | None]) -> None:
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "client.key").write_bytes(KEY)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "client.crt").write_bytes(CERT)
+    user = {k: v.format(abs=elsewhere) for k, v in user.items()}
     loaded = config.from_kubeconfig(kubeconfig(tmp_path, user))
     key, cert = expected
     assert loaded.client_key_file == (str(tmp_path / key) if key else None)
-    assert loaded.client_cert_file == cert
+    assert loaded.client_cert_file == (str(elsewhere / cert) if cert else None)
+
+
+def test_a_key_file_that_does_not_exist_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(config.ConfigError, match="does not exist"):
+        config.from_kubeconfig(kubeconfig(tmp_path, {"client-key": "/nowhere/client.key",
+                                                     "client-certificate": "/nowhere/c.crt"}))
 
 
 def test_data_that_is_not_base64_is_a_config_error(tmp_path: Path) -> None:

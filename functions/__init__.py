@@ -6,4 +6,16 @@ data in, plain data out); ``functions.kube`` is the one seam to the Kubernetes A
 local control plane for development and tests.
 """
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    """``__version__``, the package's one version source (its metadata, from
+    pyproject.toml), looked up when asked: importing ``importlib.metadata`` costs 27 ms, which
+    a function's cold start (``import functions``) need not pay."""
+    if name != "__version__":
+        raise AttributeError(name)
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("odh-training-functions")
+    except PackageNotFoundError:  # a source tree used without installing it
+        return "0+unknown"

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+
+import functions
 
 # command -> (module, name of its ``add_parser`` function)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -27,10 +30,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def program_name() -> str:
+    """How the user called us: a console script by its own name, else ``python -m functions``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m functions" if name in ("", "__main__.py", "-c") else name
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m functions",
+        prog=program_name(),
         description="Kubeflow training controllers as Knative functions")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {functions.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((arg for arg in argv if not arg.startswith("-")), None)

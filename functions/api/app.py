@@ -26,6 +26,7 @@ from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
+import functions
 from functions.api import store
 from functions.api.auth import Action, AuthError, Authorizer, User
 from functions.api.core import crs
@@ -162,7 +163,7 @@ def create_api_app(kube_factory: KubeFactory | None = None, *,
     service = ApiService(kube_factory, max_body_bytes, clock)
     app = Flask("functions.api")
     app.extensions["functions.api"] = service
-    openapi_text = json.dumps(document())
+    openapi_text = json.dumps(document(functions.__version__))
 
     def authenticated() -> User:
         return service.authorizer.authenticate(request.headers.get("Authorization"))

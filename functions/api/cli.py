@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import functions
 from functions.api.client import ApiClientError, TrainingApi
 from functions.api.core import render
 
@@ -170,6 +171,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("jobs", help="submit and follow training jobs "
                                                 "through the training API")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {functions.__version__}")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     p = actions.add_parser("submit", help="submit a job (it is queued)")

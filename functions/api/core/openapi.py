@@ -102,7 +102,8 @@ def _path_parameter(name: str, pattern: str, max_length: int) -> dict[str, Any]:
                        "maxLength": max_length}}
 
 
-def document(version: str = "0.1.0") -> dict[str, Any]:
+def document(version: str) -> dict[str, Any]:
+    """The OpenAPI document of the API at ``version`` (the package's)."""
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (JobRequest, "validation"), (TrainJobRequest, "validation"),
         (JobView, "serialization"), (JobList, "serialization"),

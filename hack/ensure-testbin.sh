@@ -181,6 +181,20 @@ build_group() {
    done) > "$out/BUILD-INFO"
 }
 
+# How long the group's last cold build took: on this machine (an earlier build of another
+# version), else as recorded in bench/results/devstack.json on a 2-core machine.
+last_build_seconds() {
+  local group=$1 file seconds=""
+  for file in "$cache_root"/build/"$group"-*/BUILD-SECONDS; do
+    [ -f "$file" ] && seconds="$(cat "$file") s here"
+  done
+  if [ -z "$seconds" ] && [ -f "$here/../bench/results/devstack.json" ]; then
+    seconds=$(sed -n "s/.*\"$group\": \([0-9][0-9]*\).*/\1/p" "$here/../bench/results/devstack.json" | head -1)
+    [ -n "$seconds" ] && seconds="$seconds s on a 2-core machine"
+  fi
+  echo "${seconds:-an unknown time}"
+}
+
 ensure_group() {
   local group=$1 key target tmp lock start
   key=$(group_key "$group")
@@ -193,6 +207,7 @@ ensure_group() {
   if [ ! -f "$target/.complete" ]; then
     tmp=$(mktemp -d "$cache_root/build/.$group-XXXXXX")
     start=$(date +%s)
+    log "group $group: building (its last cold build took $(last_build_seconds "$group"))"
     if ! build_group "$group" "$tmp"; then
       rm -rf "$tmp"
       log "FAILED to build group '$group' (module hack/${GROUP_DIR[$group]})."

@@ -53,12 +53,15 @@ def ensure_bin_dir(extra: tuple[str, ...] = ()) -> Path:
         if not ENSURE_SCRIPT.exists():
             raise BinariesError(f"{ENSURE_SCRIPT} not found; {BUILD_HINT}")
         env = {**os.environ, "TESTBIN_EXTRA": " ".join(extra)} if extra else None
-        done = subprocess.run(["bash", str(ENSURE_SCRIPT)], capture_output=True, text=True,
+        # Its progress (a line as each group and binary starts and ends, with how long the
+        # group's last cold build took) goes straight to our stderr: a cold build takes
+        # minutes, which the user sees go by.
+        done = subprocess.run(["bash", str(ENSURE_SCRIPT)], stdout=subprocess.PIPE, text=True,
                               check=False, env=env)
         if done.returncode != 0:
             raise BinariesError(
-                f"{ENSURE_SCRIPT.name} failed (exit {done.returncode}):\n"
-                f"{done.stderr[-3000:]}\n{BUILD_HINT}")
+                f"{ENSURE_SCRIPT.name} failed (exit {done.returncode}; its output is above); "
+                f"{BUILD_HINT}")
         directory = Path(done.stdout.strip().splitlines()[-1])
     check(directory, (*REQUIRED, *provided))
     return directory

@@ -40,6 +40,14 @@ from tests.support import REPO
 
 _active_cluster: LocalCluster | None = None
 
+# The functions and the dead-letter sink take a delivery only with the Broker's bearer token
+# (functions.runtime.delivery_auth), unless FUNCTIONS_DELIVERY_AUTH=none. The tests that post
+# events to them directly, as a Broker would, run them with that check off, and so do the
+# processes they start; the tests of the check turn it on themselves
+# (tests/runtime/test_delivery_auth.py), and the local stack (functions.dev.stack) turns it
+# on for its receivers whatever this says (tests/dev/e2e).
+os.environ["FUNCTIONS_DELIVERY_AUTH"] = "none"
+
 # Property and fuzz tests explore freely on a developer's machine; in CI (CI=true) they replay
 # a fixed, derived set of examples so a run is reproducible and a red build is never chance.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)

@@ -18,11 +18,8 @@ from typing import Any
 
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource
+from functions.kube.reviews import SUBJECTACCESSREVIEWS, review_token
 
-TOKENREVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview",
-                        namespaced=False)
-SUBJECTACCESSREVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
-                                "SubjectAccessReview", namespaced=False)
 CACHE_LIMIT = 10_000
 
 
@@ -119,14 +116,11 @@ class Authorizer:
         return user
 
     def _review_token(self, token: str) -> User | None:
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                  "metadata": {}, "spec": {"token": token}}
         try:
-            answer = self._kube().create(review, res=TOKENREVIEWS)
+            status = review_token(self._kube(), token)
         except ApiError as exc:
             raise AuthError(503 if exc.status in (401, 403) else 401,
                             f"the token could not be reviewed: {exc.message}") from exc
-        status = answer.get("status") or {}
         if not status.get("authenticated"):
             return None
         info = status.get("user") or {}

@@ -6,6 +6,9 @@ process). Answers:
 
 * success: ``202`` with an **empty** body (a Broker treats any other body as a reply event,
   or as an error when it is not a CloudEvent);
+* a sender that is not the Broker delivering for one of the function's own Triggers: ``401``
+  (no valid token for the function's audience) or ``403`` (another identity's), decided before
+  the body is read (:mod:`functions.runtime.delivery_auth`);
 * malformed or unsupported input: ``4xx`` with an ``application/problem+json`` body naming
   what is wrong (``413`` for bodies over the limit); never retried;
 * transient trouble (API 5xx/429/timeouts, conflicts that survive a retry): ``503`` (or
@@ -55,11 +58,13 @@ from functions.runtime.endpoint import (
 from functions.runtime.endpoint import read_body as read_environ_body
 
 if TYPE_CHECKING:
+    from functions.core.delivery_auth import Settings as DeliverySettings
     from functions.core.events import ApiEvent
     from functions.kube.cache import CacheSpec, ObjectCache
     from functions.kube.client import KubeClient, RequestHook
     from functions.kube.gaps import Change, DeliveryLag
     from functions.kube.resources import Resource
+    from functions.runtime.delivery_auth import DeliveryGate
     from functions.runtime.dispatch import Dispatcher
     from functions.runtime.metrics import Metrics
     from functions.runtime.recorder import EventRecorder
@@ -113,7 +118,7 @@ class FunctionRuntime:
 
     def __init__(self, function: str, controllers: Sequence[Controller] | None,
                  kube_factory: KubeFactory | None, max_body_bytes: int | None,
-                 resync_workers: int) -> None:
+                 resync_workers: int, delivery_auth: DeliverySettings | None = None) -> None:
         if function not in FUNCTION_CHOICES:
             raise ValueError(f"unknown function {function!r}; choose one of {FUNCTION_CHOICES}")
         self.function = function
@@ -138,6 +143,8 @@ class FunctionRuntime:
         self.cache_specs: list[CacheSpec] = []
         self._child_caches: dict[tuple[str, str], list[Resource]] = {}
         self.dispatchers: list[Dispatcher] = []
+        self._delivery_settings = delivery_auth
+        self._gate: DeliveryGate | None = None
 
     # -- startup --------------------------------------------------------------------------------
 
@@ -170,6 +177,7 @@ class FunctionRuntime:
                            not_sent=NOT_SENT.get(name, frozenset()))
                 for name in self.functions]
             self.reader()
+            self.gate().prepare()
         except Exception as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
             log.exception("function %s cannot start", self.function)
@@ -208,6 +216,21 @@ class FunctionRuntime:
                 from functions.runtime.metrics import Metrics
                 self._metrics = Metrics()
             return self._metrics
+
+    def gate(self) -> DeliveryGate:
+        """Who may deliver (:mod:`functions.runtime.delivery_auth`), made on first use."""
+        with self._guard:
+            if self._gate is None:
+                from functions.runtime.delivery_auth import DeliveryGate
+                self._gate = DeliveryGate(self.function, self._delivery_settings, self.kube,
+                                          self._observe_delivery)
+            return self._gate
+
+    def admit(self, authorization: str | None) -> Answer | None:
+        return self.gate().admit(authorization)
+
+    def _observe_delivery(self, reason: str) -> None:
+        self.metrics().delivery_checked(self.function, reason)
 
     def kube(self) -> KubeClient:
         """The process's one API client, created on first use (after any fork)."""
@@ -343,16 +366,19 @@ def read_body(limit: int) -> bytes | None:
 
 def create_app(function: str, *, controllers: Sequence[Controller] | None = None,
                kube_factory: KubeFactory | None = None, max_body_bytes: int | None = None,
-               resync_workers: int = 4, warm_up: str = "background") -> Flask:
+               resync_workers: int = 4, warm_up: str = "background",
+               delivery_auth: DeliverySettings | None = None) -> Flask:
     """The WSGI app of ``function`` (``reconcile``, ``gc``, ``status`` or ``all``).
 
     :param controllers: defaults to :func:`functions.runtime.registry.load_controllers`.
     :param kube_factory: builds the API client from a request hook (defaults to the
         kubeconfig / in-cluster configuration).
     :param warm_up: ``"background"`` (serve probes at once), ``"now"`` (block until loaded).
+    :param delivery_auth: who may deliver (:mod:`functions.runtime.delivery_auth`); defaults
+        to the environment's settings, on unless ``FUNCTIONS_DELIVERY_AUTH=none``.
     """
     runtime = FunctionRuntime(function, controllers, kube_factory, max_body_bytes,
-                              resync_workers)
+                              resync_workers, delivery_auth)
     app = Flask(f"functions.{function}")
     app.extensions["functions.runtime"] = runtime
 

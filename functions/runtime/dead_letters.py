@@ -15,6 +15,16 @@ extensions (why the last delivery failed), each value cut to a fixed length; the
 SHA-256; and an excerpt of the event's data of ``DEAD_LETTER_EXCERPT_BYTES`` (default 2 KiB).
 Whole bodies, which may be whole Kubernetes objects, and other headers (credentials among
 them) never reach the log.
+
+Only the Broker's dead letters are taken, as the functions take only its deliveries
+(:mod:`functions.runtime.delivery_auth`): with ``authentication-oidc`` on, the Broker's filter
+forwards a dead letter with the ServiceAccount of the Trigger whose delivery failed, for the
+audience that Trigger's status records for its dead-letter sink (``status.
+deadLetterSinkAudience``, the Broker's ``spec.delivery.deadLetterSink.audience`` unless the
+Trigger has a sink of its own). So the sink accepts a token for its own audience from the
+ServiceAccount of a Trigger of its namespace whose dead letters come here; anything else is
+refused (401/403) before its body is read, and leaves no line (a stranger could otherwise fill
+the log), only a log message with the reason. ``GET /metrics`` counts the verdicts.
 """
 
 from __future__ import annotations
@@ -32,7 +42,11 @@ from typing import IO, Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from functions.runtime.app import problem, read_body
+from functions.core.delivery_auth import Settings
+from functions.kube.client import KubeClient, RequestHook
+from functions.runtime.app import KubeFactory, problem, read_body
+from functions.runtime.delivery_auth import DeliveryGate
+from functions.runtime.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +55,7 @@ DEFAULT_EXCERPT_BYTES = 2048
 VALUE_CHARS = 256  # per attribute value
 MAX_ATTRIBUTES = 32
 STRUCTURED = "application/cloudevents+json"
+RECEIVER = "dead-letters"
 
 
 def _cut(value: Any) -> str:
@@ -119,16 +134,39 @@ class DeadLetterLog:
 
 def create_dead_letter_app(*, max_body_bytes: int | None = None,
                            excerpt_bytes: int | None = None,
-                           out: IO[str] | None = None) -> Flask:
-    """The WSGI app of the dead-letter sink."""
+                           out: IO[str] | None = None,
+                           delivery_auth: Settings | None = None,
+                           kube_factory: KubeFactory | None = None) -> Flask:
+    """The WSGI app of the dead-letter sink. ``delivery_auth`` defaults to the environment's
+    settings (on unless ``FUNCTIONS_DELIVERY_AUTH=none``); when they cannot work, this raises
+    :class:`functions.core.delivery_auth.ConfigError`, and the sink does not start."""
     limit = max_body_bytes or int(os.environ.get("DEAD_LETTER_MAX_BYTES", DEFAULT_MAX_BYTES))
     excerpt = excerpt_bytes or int(os.environ.get("DEAD_LETTER_EXCERPT_BYTES",
                                                   DEFAULT_EXCERPT_BYTES))
     sink = DeadLetterLog(out)
+    metrics = Metrics()
+    clients: list[KubeClient] = []
+    lock = threading.Lock()
+
+    def kube() -> KubeClient:
+        """The sink's API client (for its reviews), made on first use, after the fork."""
+        with lock:
+            if not clients:
+                factory = kube_factory or _default_kube
+                clients.append(factory(metrics.api_request))
+            return clients[0]
+
+    gate = DeliveryGate(RECEIVER, delivery_auth, kube,
+                        lambda reason: metrics.delivery_checked(RECEIVER, reason))
+    gate.auth()  # settings that cannot work stop the sink here, at its start
     app = Flask("functions.dead_letters")
 
     @app.post("/")
     def receive() -> Response:
+        refused = gate.admit(request.headers.get("Authorization"))
+        if refused is not None:
+            status, answer_headers, answer_body = refused
+            return Response(answer_body, status=status, headers=answer_headers)
         headers = dict(request.headers.items())
         try:
             body = read_body(limit)
@@ -147,6 +185,11 @@ def create_dead_letter_app(*, max_body_bytes: int | None = None,
     def health() -> Response:
         return Response("ok\n", mimetype="text/plain")
 
+    @app.get("/metrics")
+    def metrics_text() -> Response:
+        text, content_type = metrics.render()
+        return Response(text, content_type=content_type)
+
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         return problem(exc.code or 400, exc.description or exc.name)
@@ -157,3 +200,7 @@ def create_dead_letter_app(*, max_body_bytes: int | None = None,
         return problem(503, f"internal error: {type(exc).__name__}", retry_after=30)
 
     return app
+
+
+def _default_kube(on_request: RequestHook) -> KubeClient:
+    return KubeClient.from_config(on_request=on_request)

@@ -63,6 +63,10 @@ class Receiver(Protocol):
 
     def metrics(self) -> Metrics: ...
 
+    def admit(self, authorization: str | None) -> Answer | None:
+        """``None`` when the sender may deliver (its ``Authorization`` header checked), else
+        the refusal (:mod:`functions.runtime.delivery_auth`)."""
+
     def receive(self, headers: dict[str, str], body: bytes) -> Answer: ...
 
 
@@ -121,6 +125,10 @@ class EventEndpoint:
 
     def answer(self, environ: Mapping[str, Any]) -> Answer:
         runtime = self.runtime
+        # Who sends is decided first: a refused sender's body is never read.
+        refused = runtime.admit(environ.get("HTTP_AUTHORIZATION"))
+        if refused is not None:
+            return refused
         not_ready = runtime.wait_ready(READY_WAIT_SECONDS)
         if not_ready is not None:
             return problem_answer(503, f"function {runtime.function} is not ready: {not_ready}",

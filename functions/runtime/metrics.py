@@ -1,4 +1,5 @@
-"""Prometheus metrics of one function app: events, handler latency, Kubernetes API requests.
+"""Prometheus metrics of one function app: events, the verdicts on deliveries' tokens, handler
+latency, Kubernetes API requests.
 
 Imported lazily (``prometheus_client`` costs tens of milliseconds), after gunicorn forks. Each
 app owns its registry so several apps can live in one test process. With more than one
@@ -74,10 +75,17 @@ class Metrics:
         self.api_seconds = Histogram(
             "functions_kube_api_request_duration_seconds", "Kubernetes API request latency",
             ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.delivery_auth = Counter(
+            "functions_delivery_auth", "Deliveries by the verdict on their bearer token "
+            "(accepted, or why refused: functions.core.delivery_auth.Reason)",
+            ["function", "reason"], registry=self.registry)
         self.registry.register(_ProcessCollectors())
 
     def event(self, function: str, event_type: str, kind: str, outcome: str) -> None:
         self.events.labels(function, event_type, kind, outcome).inc()
+
+    def delivery_checked(self, function: str, reason: str) -> None:
+        self.delivery_auth.labels(function, reason).inc()
 
     def handler_finished(self, function: str, controller: str, seconds: float,
                          outcome: str) -> None:

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from functions.api.auth import SUBJECTACCESSREVIEWS, TOKENREVIEWS
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube.client import KubeClient
+from functions.kube.reviews import SUBJECTACCESSREVIEWS, TOKENREVIEWS
 from functions.kube.transport import Request, Response, TransportError
 
 TOKEN = "valid-token"

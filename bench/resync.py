@@ -19,6 +19,7 @@ from bench.fleet import converged_fleet, local_cluster
 from bench.jobs import REPO
 from bench.stats import summary
 from functions.cluster.runner import LocalCluster
+from functions.core.delivery_auth import DISABLED
 from functions.kube.client import KubeClient, RequestHook
 from functions.runtime.app import create_app
 from functions.runtime.eventing import load_manifests
@@ -35,7 +36,8 @@ def measure(cluster: LocalCluster, function: str, repeats: int) -> dict[str, Any
         clients.append(cluster.client(on_request=hook))
         return clients[-1]
 
-    client = create_app(function, kube_factory=factory, warm_up="now").test_client()
+    client = create_app(function, kube_factory=factory, warm_up="now",
+                        delivery_auth=DISABLED).test_client()  # ticks posted with no token
     ping = load_manifests(REPO / "eventing").ping_sources[0]
     walls: list[float] = []
     totals: list[int] = []

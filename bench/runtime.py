@@ -159,6 +159,7 @@ def import_cost(env: dict[str, str]) -> dict[str, float]:
 
 
 def per_event(iterations: int) -> dict[str, float]:
+    from functions.core.delivery_auth import DISABLED
     from functions.core.events import parse_event
     from functions.kube.client import KubeClient
     from functions.kube.transport import Request, Response
@@ -203,7 +204,7 @@ def per_event(iterations: int) -> dict[str, float]:
     noop = [Controller(c.name, c.parent, {"reconcile": lambda ctx, key: None}, c.children)
             for c in controllers]
     client = create_app("reconcile", controllers=noop, kube_factory=lambda hook: kube,
-                        warm_up="now").test_client()
+                        warm_up="now", delivery_auth=DISABLED).test_client()
     requests: list[float] = []
     for index in range(iterations):
         headers, body = events[index % len(events)]
@@ -219,8 +220,10 @@ def per_event(iterations: int) -> dict[str, float]:
 def run(repeats: int = 9, iterations: int = 2000) -> dict[str, Any]:
     """Every figure is a :func:`bench.stats.summary` over ``repeats`` runs."""
     with tempfile.TemporaryDirectory() as tmp:
+        # The events are posted straight to the function, with no Broker and no token.
         env = {**os.environ, "KUBECONFIG": str(_kubeconfig(Path(tmp))),
-               "FUNCTIONS_CONTROLLER_MODULES": ",".join(_controller_modules())}
+               "FUNCTIONS_CONTROLLER_MODULES": ",".join(_controller_modules()),
+               "FUNCTIONS_DELIVERY_AUTH": "none"}
         cold_start(env)  # warm the page cache and write bytecode once
         starts = [cold_start(env) for _ in range(repeats)]
         imports = [import_cost(env) for _ in range(repeats)]

@@ -32,6 +32,8 @@ from functions.runtime.sender import HOP_HEADERS, post_event
 log = logging.getLogger(__name__)
 
 # Set by the transport, never part of an event.
+# A sender's credential (the Broker's bearer token): never recorded, never sent again.
+CREDENTIALS = frozenset({"authorization"})
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,14 @@ class RecordedRequest:
     received: str = ""
 
     def event_headers(self) -> dict[str, str]:
-        """The headers to send again (transport headers left out)."""
-        return {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+        """The headers to send again (transport headers and credentials left out)."""
+        return {k: v for k, v in self.headers.items()
+                if k.lower() not in HOP_HEADERS and k.lower() not in CREDENTIALS}
 
     def to_json(self) -> dict[str, Any]:
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in CREDENTIALS}
         line: dict[str, Any] = {"received": self.received, "method": self.method,
-                                "path": self.path, "headers": dict(self.headers)}
+                                "path": self.path, "headers": headers}
         try:
             line["body"] = self.body.decode("utf-8")
         except UnicodeDecodeError:
@@ -222,11 +226,13 @@ def _post(url: str, request: RecordedRequest,
 
 
 def in_process_sender(function: str = "all") -> Sender:
-    """Deliver straight into a function app in this process (no sockets)."""
+    """Deliver straight into a function app in this process (no sockets, and no Broker: the
+    app takes the events without a token)."""
     from functions.core.delivery import parse_retry_after
+    from functions.core.delivery_auth import DISABLED
     from functions.runtime.app import create_app
 
-    client = create_app(function, warm_up="now").test_client()
+    client = create_app(function, warm_up="now", delivery_auth=DISABLED).test_client()
 
     def send(request: RecordedRequest) -> tuple[int | None, float | None]:
         response = client.post(request.path or "/", headers=request.event_headers(),

@@ -78,6 +78,18 @@ def test_jsonl_round_trip_keeps_bytes(tmp_path: Path) -> None:
         (binary.headers, binary.body, "/"), (raw.headers, raw.body, "/ns/broker")]
 
 
+def test_a_credential_is_never_recorded_nor_sent_again(tmp_path: Path) -> None:
+    """The Broker's bearer token (which a recorder or the router's ingress may be sent) stays
+    out of a recording and of what is forwarded or replayed."""
+    out = tmp_path / "events.jsonl"
+    writer = JsonlWriter(out)
+    event = RecordedRequest({"Ce-Id": "1", "Authorization": "Bearer secret-token"}, b"{}")
+    writer(event)
+    writer.close()
+    assert "secret-token" not in out.read_text()
+    assert event.event_headers() == {"Ce-Id": "1"}
+
+
 def test_samples_read_as_recordings() -> None:
     [event] = read_recording(SAMPLES / "02-captured-resource-update-pytorchjob-status.http.json")
     headers, body = load_sample("02-captured-resource-update-pytorchjob-status.http.json")
@@ -123,6 +135,7 @@ def test_replay_in_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("FUNCTIONS_CONTROLLER_MODULES", "tests.runtime.controllers")
+    monkeypatch.setenv("FUNCTIONS_DELIVERY_AUTH", "oidc")  # the events carry no token
     controllers.CALLS.seen.clear()
     events = read_recording(SAMPLES / "03-captured-resource-delete-pytorchjob.http.json")
     report = replay(events, in_process_sender("status"), duplicate=1.0)

@@ -20,6 +20,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from functions.runtime.app import FUNCTION_CHOICES
+from functions.runtime.worker import RequestSlots
 
 # ``api`` is the training API (functions/api), a REST service rather than an event function;
 # ``dead-letters`` the Broker's dead-letter sink (functions/runtime/dead_letters.py).
@@ -73,38 +74,56 @@ EVENT_FLUSH_SECONDS = 5.0
 def _worker_exit(server: Any, worker: Any) -> None:
     """Stop an event function's background work as its worker exits (Knative scaling it in, a
     rollout), sending first the Events it holds, which would otherwise be lost with it."""
-    extensions = getattr(worker.wsgi, "extensions", None) or {}
+    app = getattr(worker, "wsgi", None)  # none when the app failed to load
+    if isinstance(app, RequestSlots):
+        app = app.app
+    extensions = getattr(app, "extensions", None) or {}
     runtime = extensions.get("functions.runtime")
     if runtime is not None:
         runtime.close(EVENT_FLUSH_SECONDS)
 
 
-# The event functions and the dead-letter sink take one POST after another on the Broker's
-# keep-alive connections: their worker is functions.runtime.worker's, which spends 0.08-0.17 ms
-# of CPU per request against gthread's 0.28-0.30 ms (functions.runtime.httpd). The REST API,
-# with clients of every kind, keeps gunicorn's own.
-EVENT_WORKER = "functions.runtime.worker.EventWorker"
+# Every served app, the REST API included, runs under gunicorn's threaded worker (gthread)
+# with request deadlines, request slots and a reserve for the probes
+# (functions.runtime.worker): gunicorn parses every request.
+WORKER_CLASS = "functions.runtime.worker.EventWorker"
 
-
-def worker_class(function: str, threads: int) -> str:
-    if function != "api":
-        return EVENT_WORKER
-    return "gthread" if threads > 1 else "sync"
+# Gunicorn's request limits, set here rather than left to its defaults. A request line is
+# "POST /" for an event and a short REST path for the API. A delivery through the Broker
+# carries about twenty header lines (the captured ones in tests/data/cloudevents: 16-17,
+# plus the Broker's and the queue-proxy's own); 64 leaves room for tracing and proxies, and
+# bounds a head to 64 x 8 KiB. One line may hold a bearer token (a service account's JWT is
+# about 1 KiB). A refused head is answered 414 (line) or 431 (fields) by gunicorn.
+LIMIT_REQUEST_LINE = 4094
+LIMIT_REQUEST_FIELDS = 64
+LIMIT_REQUEST_FIELD_SIZE = 8190
+# An idle keep-alive connection waits this long in the poller (no thread) for its next
+# request: above the Broker's and the queue-proxy's idle timeouts, so they close first.
+KEEPALIVE_SECONDS = 75
+# Connections a worker holds (idle ones cost a file descriptor, not a thread); past it
+# connections wait in the listen backlog.
+WORKER_CONNECTIONS = 1000
 
 
 def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0",  # noqa: S104
-                     timeout: int = 330, log_level: str = "info",
-                     function: str = "all") -> dict[str, Any]:
+                     timeout: int = 330, log_level: str = "info") -> dict[str, Any]:
     """Gunicorn settings. ``timeout`` exceeds Knative's default 300 s request timeout so the
     platform, not gunicorn, bounds a long resync."""
     options: dict[str, Any] = {
         "bind": f"{host}:{port}",
         "workers": workers,
         "threads": threads,
-        "worker_class": worker_class(function, threads),
+        "worker_class": WORKER_CLASS,
         "timeout": timeout,
         "graceful_timeout": 20,
-        "keepalive": 75,
+        "keepalive": KEEPALIVE_SECONDS,
+        "worker_connections": WORKER_CONNECTIONS,
+        "limit_request_line": LIMIT_REQUEST_LINE,
+        "limit_request_fields": LIMIT_REQUEST_FIELDS,
+        "limit_request_field_size": LIMIT_REQUEST_FIELD_SIZE,
+        # Gunicorn's Python parser, whatever else is installed: "auto" would switch to the
+        # optional C parser (gunicorn_h1c) wherever that happens to be present.
+        "http_parser": "python",
         "loglevel": log_level,
         "accesslog": None,
         "errorlog": "-",
@@ -147,8 +166,7 @@ def serve(function: str, port: int, workers: int = 1, threads: int = EVENT_FUNCT
         directory = tempfile.mkdtemp(prefix="functions-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
         atexit.register(_remove_in_master, directory, os.getpid())
-    FunctionServer(function, gunicorn_options(port, workers, threads, host,
-                                               function=function)).run()
+    FunctionServer(function, gunicorn_options(port, workers, threads, host)).run()
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from functions.core.delivery_auth import FUNCTION_LABEL, audience_for
 from tests.deploy.support import REPO, build, find, knative_service
 
 CURRENT_SPEC_VERSION = "0.36.0"  # knative/func pkg/functions/function_migrations.go
@@ -61,9 +62,16 @@ def test_scale_and_resources_match_the_reconcile_service(func: dict[str, Any],
     assert labels["networking.knative.dev/visibility"] == "cluster-local"
 
 
-def test_identity_and_subscription_exist_in_config_func(func: dict[str, Any],
-                                                        bin_dir: Path) -> None:
+def test_identity_and_trigger_exist_in_config_func(func: dict[str, Any],
+                                                   bin_dir: Path) -> None:
+    """config/func's Trigger subscribes the Service func deploys, with that Service's audience
+    (func's own subscriptions would name none, and every delivery would be refused)."""
     objs = build(bin_dir / "kustomize", "config/func")
     find(objs, "ServiceAccount", func["deploy"]["serviceAccountName"])
-    for subscription in func["deploy"]["subscriptions"]:
-        find(objs, "Broker", subscription["source"])
+    assert "subscriptions" not in func["deploy"]
+    trigger = find(objs, "Trigger", func["name"])
+    find(objs, "Broker", trigger["spec"]["broker"])
+    assert trigger["spec"]["subscriber"]["ref"]["name"] == func["name"]
+    assert trigger["spec"]["subscriber"]["audience"] == audience_for(
+        func["deploy"]["namespace"], func["name"])
+    assert trigger["metadata"]["labels"][FUNCTION_LABEL] == "all"

@@ -4,14 +4,18 @@ config/serving promises (cluster-local, bounded, probed, restricted)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from functions.__main__ import build_parser
 from functions.core.delivery import DeliverySpec
+from functions.core.delivery_auth import FUNCTION_LABEL, SERVICE_NAMES, audience_for
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.runtime.serve import default_threads
 from functions.trainer.core import params
@@ -19,6 +23,7 @@ from tests.deploy.support import (
     FUNCTIONS,
     INSTALLS,
     KUSTOMIZATIONS,
+    REPO,
     build,
     find,
     knative_service,
@@ -99,7 +104,8 @@ def test_triggers_and_dead_letters_reach_existing_services(
 def test_func_install_leaves_the_function_services_to_func(
         builds: dict[str, list[Obj]]) -> None:
     objs = builds["config/func"]
-    assert [o for o in objs if o["kind"] == "Trigger"] == []
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Trigger"] == [
+        "odh-training-functions"]
     assert {o["metadata"]["name"] for o in objs
             if o["apiVersion"].startswith("serving.knative.dev/")} == {"odh-training-dead-letters"}
     accounts = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
@@ -112,7 +118,49 @@ def test_func_install_leaves_the_function_services_to_func(
                                               "namespace": "opendatahub"}]}
     assert functions_bound == {"odh-training-reconcile", "odh-training-reconcile-delegated",
                                "odh-training-gc", "odh-training-status",
-                               "odh-training-reconcile-lease"}
+                               "odh-training-reconcile-lease", "odh-training-delivery-auth"}
+
+
+@pytest.mark.parametrize("directory", INSTALLS)
+def test_every_trigger_names_the_audience_its_function_checks(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    """Knative Serving's Services publish no OIDC audience, so each Trigger names it: the one
+    the function derives from its namespace and its Service's name (functions.core.
+    delivery_auth.settings_from), labelled with the function whose Triggers it belongs to."""
+    objs = builds[directory]
+    triggers = [o for o in objs if o["kind"] == "Trigger"]
+    assert triggers
+    for trigger in triggers:
+        subscriber = trigger["spec"]["subscriber"]
+        assert subscriber["audience"] == audience_for(trigger["metadata"]["namespace"],
+                                                      subscriber["ref"]["name"])
+        label = trigger["metadata"]["labels"][FUNCTION_LABEL]
+        assert subscriber["ref"]["name"] == SERVICE_NAMES[label]
+
+
+@pytest.mark.parametrize("directory", ["config/default", "config/func"])
+def test_the_dead_letter_sink_is_named_with_its_audience(
+        builds: dict[str, list[Obj]], directory: str) -> None:
+    sink = find(builds[directory], "Broker", "odh-training")["spec"]["delivery"]["deadLetterSink"]
+    assert sink["audience"] == audience_for("opendatahub", sink["ref"]["name"])
+
+
+def test_the_audiences_follow_the_namespace_of_the_openshift_overlay(
+        bin_dir: Path, tmp_path: Path) -> None:
+    """Red Hat OpenShift AI sets another namespace in the overlay: the Triggers' audiences
+    follow it, as the functions derive theirs from the namespace they run in."""
+    overlay = REPO / "config" / "overlays" / "openshift"
+    copy = tmp_path / "overlay"
+    shutil.copytree(overlay, copy)
+    kustomization = yaml.safe_load((copy / "kustomization.yaml").read_text())
+    kustomization["namespace"] = "redhat-ods-applications"
+    kustomization["resources"] = [
+        os.path.relpath(overlay / r, copy) if r.startswith("..") else r
+        for r in kustomization["resources"]]
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    triggers = [o for o in build(bin_dir / "kustomize", copy) if o["kind"] == "Trigger"]
+    assert {t["spec"]["subscriber"]["audience"] for t in triggers} == {
+        audience_for("redhat-ods-applications", f"odh-training-{fn}") for fn in FUNCTIONS}
 
 
 @pytest.mark.parametrize("directory", ["config/default", "config/overlays/openshift"])

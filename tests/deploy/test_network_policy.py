@@ -21,6 +21,7 @@ from tests.deploy.support import build
 Obj = dict[str, Any]
 NAMESPACE = "opendatahub"
 QUEUE_PROXY = 8012
+USER_PORT = 8080  # the function container's own port, which Knative names user-port
 SERVERLESS = {"knative.openshift.io/part-of": "openshift-serverless"}
 RECEIVERS = ("odh-training-reconcile", "odh-training-gc", "odh-training-status",
              "odh-training-dead-letters", "odh-training-functions", "odh-training-api")
@@ -66,7 +67,8 @@ def pod(service: str) -> Endpoint:
     """A pod of a Knative Service as Knative labels it."""
     return Endpoint(NAMESPACE, {"kubernetes.io/metadata.name": NAMESPACE},
                     {"serving.knative.dev/service": service,
-                     "app.kubernetes.io/part-of": "odh-training"}, {"queue-port": QUEUE_PROXY})
+                     "app.kubernetes.io/part-of": "odh-training"},
+                    {"queue-port": QUEUE_PROXY, "user-port": USER_PORT})
 
 
 def policies(objs: list[Obj]) -> list[Obj]:
@@ -111,6 +113,37 @@ def test_the_platform_policy_alone_blocks_knative(install: str) -> None:
     """The check is real: without our policy the deny-by-default policy drops deliveries."""
     reached = judge([platform_deny_by_default()], install)
     assert all(not reached[s] & {n.namespace for n in KNATIVE[install]} for s in RECEIVERS)
+
+
+UWM = "openshift-user-workload-monitoring"
+
+
+@pytest.mark.parametrize(("source", "port", "admitted"), [
+    pytest.param(Endpoint(UWM, {"kubernetes.io/metadata.name": UWM},
+                          {"app.kubernetes.io/name": "prometheus"}), USER_PORT, True,
+                 id="prometheus-to-the-metrics-port"),
+    pytest.param(Endpoint(UWM, {"kubernetes.io/metadata.name": UWM},
+                          {"app.kubernetes.io/name": "prometheus"}), QUEUE_PROXY, False,
+                 id="prometheus-to-the-queue-proxy"),
+    pytest.param(Endpoint(UWM, {"kubernetes.io/metadata.name": UWM},
+                          {"app.kubernetes.io/name": "thanos-ruler"}), USER_PORT, False,
+                 id="another-pod-of-monitoring"),
+    pytest.param(Endpoint("team-a", {"kubernetes.io/metadata.name": "team-a"},
+                          {"app.kubernetes.io/name": "prometheus"}), USER_PORT, False,
+                 id="a-prometheus-elsewhere"),
+])
+@pytest.mark.parametrize("with_platform", [pytest.param(False, id="alone"),
+                                           pytest.param(True, id="with-platform-deny")])
+def test_user_workload_monitoring_reaches_the_metrics_port_only(
+        rendered: dict[str, list[Obj]], source: Endpoint, port: int, admitted: bool,
+        with_platform: bool) -> None:
+    """On OpenShift the PodMonitor's Prometheus scrapes /metrics on user-port; it reaches
+    that port of every receiver and nothing else. (The port also takes POST /: a delivery
+    there still needs the Broker's token, functions/runtime/delivery_auth.py.)"""
+    objs = rendered["config/overlays/openshift"] + (
+        [platform_deny_by_default()] if with_platform else [])
+    assert {service: admits(objs, source, pod(service), port) for service in RECEIVERS} == \
+        dict.fromkeys(RECEIVERS, admitted)
 
 
 def test_other_pods_of_the_namespace_are_left_alone(rendered: dict[str, list[Obj]]) -> None:

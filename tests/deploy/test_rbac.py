@@ -129,6 +129,8 @@ def test_every_rule_is_explained_by_a_comment(path: Path) -> None:
 
 
 def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) -> None:
+    """Each function's roles are bound to its own ServiceAccount; the delivery check's
+    (delivery_auth_role.yaml) to every receiver's, the dead-letter sink's included."""
     bindings = {(b["kind"], b["roleRef"]["name"], s["name"]) for b in rbac
                 if b["kind"] in ("ClusterRoleBinding", "RoleBinding") for s in b["subjects"]}
     assert bindings == {
@@ -139,9 +141,13 @@ def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) ->
         ("RoleBinding", "odh-training-reconcile", "odh-training-reconcile"),
         ("RoleBinding", "odh-training-reconcile-lease", "odh-training-reconcile"),
         ("RoleBinding", "odh-training-gc", "odh-training-gc"),
-        ("RoleBinding", "odh-training-status", "odh-training-status")}
+        ("RoleBinding", "odh-training-status", "odh-training-status"),
+        *((kind, "odh-training-delivery-auth", f"odh-training-{identity}")
+          for kind in ("ClusterRoleBinding", "RoleBinding")
+          for identity in ("reconcile", "gc", "status", "dead-letters"))}
+    # The dead-letter sink's token is for its delivery check's TokenReviews and nothing else.
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
-    assert dead_letters["automountServiceAccountToken"] is False
+    assert dead_letters.get("automountServiceAccountToken", True) is True
 
 
 # Rendered cluster-scoped kinds that reconcile applies and gc deletes only by name.

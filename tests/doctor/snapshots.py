@@ -45,8 +45,21 @@ def deny_all() -> Obj:
                     "opendatahub.io/generated-namespace": "true"}}}]}]}}
 
 
+def trigger(function: str = "reconcile", audience: str | None = None,
+            account: str | None = "oidc-sa") -> Obj:
+    """One of our Triggers as Knative makes it Ready with authentication-oidc on."""
+    name = f"odh-training-{function}"
+    found = ready("Trigger", name, labels={"functions.opendatahub.io/function": function})
+    found["spec"] = {"broker": "odh-training", "subscriber": {
+        "ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": name},
+        "audience": audience or f"serving.knative.dev/service/{NAMESPACE}/{name}"}}
+    if account:
+        found["status"]["auth"] = {"serviceAccountName": account}
+    return found
+
+
 def reviews() -> tuple[AccessReview, ...]:
-    identities = ("reconcile", "gc", "status", "events", access.FUNC_IDENTITY)
+    identities = ("reconcile", "gc", "status", "events", "dead-letters", access.FUNC_IDENTITY)
     return tuple(AccessReview(function=i, verb=e.verb, group=e.group, resource=e.resource,
                               subresource=e.subresource, name=e.name,
                               namespace=e.namespace(NAMESPACE), expected=e.allowed,
@@ -64,21 +77,21 @@ def healthy() -> Snapshot:
         eventing=Component(deployments=tuple(
             workload("knative-eventing", name) for name in (
                 "eventing-controller", *knative.KAFKA_BROKER_DEPLOYMENTS)),
-            features={"delivery-timeout": "enabled"}),
+            features={"delivery-timeout": "enabled", "authentication-oidc": "enabled"}),
         broker_defaults={},
         configmaps=frozenset({"knative-eventing/kafka-broker-config"}),
         namespaces=dict.fromkeys(("knative-serving", "knative-serving-ingress",
                                   "knative-eventing"), SERVERLESS),
         network_policies=(deny_all(), allow_knative()),
         service_accounts=frozenset(access.service_account(i) for i in (
-            "reconcile", "gc", "status", "events", "functions")),
+            "reconcile", "gc", "status", "events", "dead-letters", "functions")),
         access=reviews(),
         installed={
             "Broker": ({**ready("Broker", "odh-training", annotations={
                 "eventing.knative.dev/broker.class": "Kafka"}),
                 "spec": {"config": {"name": "kafka-broker-config",
                                     "namespace": "knative-eventing"}}},),
-            "Trigger": (ready("Trigger", "odh-training-reconcile"),),
+            "Trigger": (trigger(),),
             "ApiServerSource": ({**ready("ApiServerSource", "odh-training-objects"),
                                  "spec": {"resources": [
                                      {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},

@@ -122,7 +122,8 @@ def prepare(kube: KubeClient, bin_dir: Path) -> None:
     objs: list[Obj] = [namespace(n, SERVERLESS) for n in KNATIVE]
     objs += [deployment(ns, name) for ns, names in KNATIVE.items() for name in names]
     objs += [configmap("knative-serving", "config-features", {}),
-             configmap("knative-eventing", "config-features", {"delivery-timeout": "enabled"}),
+             configmap("knative-eventing", "config-features", {"delivery-timeout": "enabled",
+                                                               "authentication-oidc": "enabled"}),
              configmap("knative-eventing", "kafka-broker-config",
                        {"bootstrap.servers": "kafka:9092"}),
              namespace(NAMESPACE), platform_deny_by_default()]
@@ -158,17 +159,21 @@ def test_doctor_in_three_states(own_cluster: LocalCluster, bin_dir: Path,
     assert code == 0
     assert "Knative Serving 1.16" in found["knative-serving"]["summary"]
     assert "Knative Eventing 1.16" in found["knative-eventing"]["summary"]
-    # The func path's all-in-one identity is not part of this install.
+    # The func path's all-in-one identity is not part of this install, nor (dead letters in
+    # Kafka) the dead-letter sink's.
     assert {c: s for c, s in statuses(found).items() if c.startswith("permissions-")} == {
         "permissions-reconcile": "pass", "permissions-gc": "pass", "permissions-status": "pass",
-        "permissions-events": "pass", "permissions-functions": "skip"}
+        "permissions-events": "pass", "permissions-functions": "skip",
+        "permissions-dead-letters": "skip"}
+    assert "authentication-oidc enabled" in found["delivery-auth"]["summary"]
     assert {c: statuses(found)[c] for c in ("event-sources", "event-path", "trainer")} == {
         "event-sources": "pass", "event-path": "pass", "trainer": "pass"}
     assert "admitted" in found["network-policy"]["summary"]
 
     # Broken: the platform's trainer-operator runs (and our Trainer says so), our
     # NetworkPolicy is gone, mpijobs is the training operator's v1-only CRD while a source
-    # watches v2beta1, reconcile may not take the queue's Lease, gc is cluster-admin.
+    # watches v2beta1, reconcile may not take the queue's Lease, gc is cluster-admin, and
+    # Eventing runs without authentication-oidc.
     apply_objects(kube, [{**deployment(NAMESPACE, "trainer-operator-controller-manager"),
                           "metadata": {"name": "trainer-operator-controller-manager",
                                        "namespace": NAMESPACE,
@@ -196,13 +201,16 @@ def test_doctor_in_three_states(own_cluster: LocalCluster, bin_dir: Path,
                                            "schema": {"openAPIV3Schema": {
                                                "type": "object",
                                                "x-kubernetes-preserve-unknown-fields": True}}}]}}
-    apply_objects(kube, [v1_only, gc_admin], MANAGER)
+    apply_objects(kube, [v1_only, gc_admin,
+                         configmap("knative-eventing", "config-features",
+                                   {"delivery-timeout": "enabled"})], MANAGER)
     code, found = doctor(own_cluster, capsys)
     assert code == 1
     assert {c: s for c, s in statuses(found).items() if s != "pass"} == {
         "conflicts-trainer": "fail", "conflicts-jobs": "fail", "network-policy": "fail",
         "event-sources": "fail", "permissions-reconcile": "fail", "permissions-gc": "warn",
-        "permissions-functions": "skip", "trainer": "fail"}
+        "permissions-functions": "skip", "permissions-dead-letters": "skip",
+        "delivery-auth": "fail", "trainer": "fail"}
     assert "trainer-operator-controller-manager" in found["conflicts-trainer"]["summary"]
     assert "serves v1, not v2beta1" in found["conflicts-jobs"]["summary"]
     assert any("odh-training-mpijobs: MPIJob kubeflow.org/v2beta1" in d

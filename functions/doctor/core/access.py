@@ -29,6 +29,9 @@ CRDS = "apiextensions.k8s.io"
 DSC = "datasciencecluster.opendatahub.io"
 LEASES = "coordination.k8s.io"
 TRAINER_API = "trainer.kubeflow.org"
+AUTHN = "authentication.k8s.io"
+AUTHZ = "authorization.k8s.io"
+EVENTING = "eventing.knative.dev"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,26 @@ def _may(identity: str, verb: str, group: str, resource: str, scope: Scope, name
 def _not(identity: str, verb: str, group: str, resource: str, scope: Scope, name: str = "",
          subresource: str = "") -> Expectation:
     return Expectation(identity, verb, group, resource, scope, name, subresource, False)
+
+
+
+
+def _delivery_check(identity: str) -> list[Expectation]:
+    """What the check of who delivers needs (functions/runtime/delivery_auth.py: a
+    TokenReview of each new token, its namespace's Triggers), and nothing beyond: no other
+    namespace's Triggers, no writing them, no other review, no tokens of its own making."""
+    return [
+        _may(identity, "create", AUTHN, "tokenreviews", "cluster"),
+        _may(identity, "list", EVENTING, "triggers", "install"),
+        _may(identity, "watch", EVENTING, "triggers", "install"),
+        _may(identity, "get", EVENTING, "triggers", "install", "odh-training-reconcile"),
+        _not(identity, "list", EVENTING, "triggers", "user"),
+        _not(identity, "create", EVENTING, "triggers", "install"),
+        _not(identity, "patch", EVENTING, "triggers", "install", "odh-training-reconcile"),
+        _not(identity, "create", AUTHZ, "subjectaccessreviews", "cluster"),
+        _not(identity, "create", "", "serviceaccounts", "install",
+             "odh-training-reconcile-oidc-eventing.knative.dev-trigger", "token"),
+    ]
 
 
 RECONCILE = [
@@ -123,6 +146,7 @@ RECONCILE = [
     _not("reconcile", "escalate", RBAC, "roles", "user", "pi-launcher"),
     _not("reconcile", "bind", RBAC, "roles", "user", "admin"),
     _not("reconcile", "patch", "", "serviceaccounts", "user", "default"),
+    *_delivery_check("reconcile"),
 ]
 GC = [
     _may("gc", "delete", RBAC, "clusterroles", "cluster", "training-view"),
@@ -155,6 +179,7 @@ GC = [
     _not("gc", "delete", CRDS, "customresourcedefinitions", "cluster",
          "trainjobs.trainer.kubeflow.org"),
     _not("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
+    *_delivery_check("gc"),
 ]
 STATUS = [
     _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
@@ -179,6 +204,7 @@ STATUS = [
          "trainers.components.platform.opendatahub.io"),
     _not("status", "list", CRDS, "customresourcedefinitions", "cluster"),
     _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+    *_delivery_check("status"),
 ]
 EVENTS = [
     _may("events", "watch", TRAINERS, "trainers", "cluster"),
@@ -191,7 +217,15 @@ EVENTS = [
     _not("events", "watch", "", "configmaps", "user"),
     _not("events", "watch", "apps", "deployments", "user"),
 ]
-EXPECTATIONS: tuple[Expectation, ...] = (*RECONCILE, *GC, *STATUS, *EVENTS)
+# The dead-letter sink: the delivery check and nothing else.
+DEAD_LETTERS = [
+    *_delivery_check("dead-letters"),
+    _not("dead-letters", "get", "", "secrets", "install", "odh-training-queue-policy"),
+    _not("dead-letters", "list", "", "pods", "user"),
+    _not("dead-letters", "get", "", "configmaps", "install", "odh-trainer-config"),
+    _not("dead-letters", "list", KUBEFLOW, "pytorchjobs", "cluster"),
+]
+EXPECTATIONS: tuple[Expectation, ...] = (*RECONCILE, *GC, *STATUS, *EVENTS, *DEAD_LETTERS)
 # The all-in-one Service of `func deploy` (config/func) does what the three functions do.
 FUNC_IDENTITY = "functions"
 FUNCTION_IDENTITIES = ("reconcile", "gc", "status")

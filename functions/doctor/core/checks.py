@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from functions.doctor.core import access, knative
+from functions.doctor.core import access, delivery, knative
 from functions.doctor.core.model import Finding, Snapshot, Status
 from functions.doctor.core.netpol import Endpoint, admits, isolating
 from functions.platform.core.coexistence import Scope, conflicts
@@ -196,13 +196,13 @@ def _permissions_of(identity: str) -> Check:
     return run
 
 
-IDENTITIES = ("reconcile", "gc", "status", "events", access.FUNC_IDENTITY)
+IDENTITIES = ("reconcile", "gc", "status", "events", "dead-letters", access.FUNC_IDENTITY)
 
 
 CHECKS: tuple[Check, ...] = (
     knative.serving, knative.eventing, knative.trigger_filters, knative.delivery_features,
-    knative.broker, network_policies, platform_trainer, platform_jobs, jobset,
-    event_sources, *(_permissions_of(i) for i in IDENTITIES), event_path, trainer,
+    delivery.delivery_auth, knative.broker, network_policies, platform_trainer, platform_jobs,
+    jobset, event_sources, *(_permissions_of(i) for i in IDENTITIES), event_path, trainer,
 )
 
 

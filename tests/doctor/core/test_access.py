@@ -27,7 +27,7 @@ def test_permissions_verdict(reviews: list[AccessReview], status: Status) -> Non
 
 
 def test_every_identity_has_needs_and_limits() -> None:
-    for identity in ("reconcile", "gc", "status", "events"):
+    for identity in ("reconcile", "gc", "status", "events", "dead-letters"):
         cases = access.expectations_for(identity)
         assert {c.allowed for c in cases} == {True, False}, identity
 

@@ -50,8 +50,8 @@ CATEGORIES: go_profile.Categories = (
     ("watch cache (decode, index)", ("functions/kube/cache.py", "functions/kube/store.py")),
     ("handlers (read, plan, status)", ("functions/jobs/", "functions/trainer/",
                                        "functions/core/")),
-    ("HTTP serving (gunicorn, WSGI)", ("functions/runtime/httpd.py", "functions/runtime/worker.py",
-                                       "gunicorn/", "flask/", "werkzeug/")),
+    ("HTTP serving (gunicorn, WSGI)", ("functions/runtime/worker.py", "gunicorn/", "flask/",
+                                       "werkzeug/")),
     ("runtime (route, coalesce, answer)", ("functions/runtime/",)),
     ("logging and metrics", ("logging/", "prometheus_client/")),
 )

@@ -5,25 +5,27 @@ why a delivery takes long when its thread holds no GIL: waiting for the API serv
 write, for the pass of the same job that is running (the delivery shares the next,
 :class:`functions.runtime.passes.Coalescer`), or for the watch cache to reach the version the
 event announces. A second ``py-spy`` per process samples every thread, idle or not
-(``--idle``); the samples of the request threads (those inside the HTTP server's
-``HttpServer._serve_request``, :mod:`functions.runtime.httpd`) are put in one category each,
-decided by the frame nearest the leaf that names one, and add up to the time the function
-spent in deliveries.
+(``--idle``); the samples of the request threads (those inside the worker's
+``EventWorker.handle_request``, :mod:`functions.runtime.worker`, once past the wait for a
+request slot) are put in one category each, decided by the frame nearest the leaf that names
+one, and add up to the time the function spent in deliveries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from typing import Any
 
 from bench import go_profile
 
-# A sample belongs to a request thread when a frame of its stack is the functions' HTTP server
-# serving a request in one of its turns (functions/runtime/httpd.py; not waiting for the next
-# request, nor for a turn).
-REQUEST_THREAD = "HttpServer._serve_request ("
-# Frames of what both the API client and the functions' HTTP server run (reading a message off
-# a connection, parsing its head): a sample in one belongs where its caller does.
+# A sample belongs to a request thread when a frame of its stack is the worker handling a
+# request whose head was read (functions/runtime/worker.py; not reading the next request's
+# head), unless it is waiting there for a request slot.
+REQUEST_THREAD = "EventWorker.handle_request ("
+SLOTS = "RequestSlots.__call__ ("
+# Frames of a helper the API client runs that lives beside the handlers' pure modules (reading
+# an answer off a connection, parsing its head): a sample in one belongs where its caller does.
 SHARED = ("MessageReader.", "functions/core/http1.py")
 
 # A pass's creates and deletes run in a pool of their own; the request thread waits for them here.
@@ -42,8 +44,7 @@ WALL_CATEGORIES: go_profile.Categories = (
     ("handlers (read, plan, status)", ("(functions/jobs/", "(functions/trainer/",
                                        "(functions/core/")),
     ("HTTP serving (gunicorn: read, parse, answer)",
-     ("(functions/runtime/httpd.py", "(functions/runtime/worker.py", "(gunicorn/", "(flask/",
-      "(werkzeug/")),
+     ("(functions/runtime/worker.py", "(gunicorn/", "(flask/", "(werkzeug/")),
     ("runtime (route, coalesce, answer)", ("(functions/runtime/",)),
 )
 
@@ -56,7 +57,16 @@ def own_frames(frames: Iterable[str]) -> list[str]:
 def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
     """The samples taken in a request thread while it served a delivery."""
     return [(frames, count) for frames, count in stacks
-            if any(REQUEST_THREAD in frame for frame in frames)]
+            if any(REQUEST_THREAD in frame for frame in frames)
+            and not _waiting_for_a_slot(frames)]
+
+
+def _waiting_for_a_slot(frames: list[str]) -> bool:
+    """Whether the frame after the request slots' is the wait for one (in ``threading``)."""
+    for frame, called in pairwise(frames):
+        if SLOTS in frame:
+            return "(threading.py" in called
+    return False
 
 
 def summarise(stacks: Iterable[tuple[list[str], int]], rate: float) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 
 from bench.profile import OTHER, categorise, markdown, parse_raw, summarise
 
-ROOT = "_exchange (functions/runtime/httpd.py:1)"
+ROOT = "EventWorker.handle_request (functions/runtime/worker.py:1)"
 
 
 @pytest.mark.parametrize(("frames", "category"), [
@@ -22,11 +22,12 @@ ROOT = "_exchange (functions/runtime/httpd.py:1)"
                  "runtime (route, coalesce, answer)", id="runtime"),
     pytest.param([ROOT, "parse (gunicorn/http/parser.py:2)"], "HTTP serving (gunicorn, WSGI)",
                  id="gunicorn"),
-    pytest.param(["_serve_connection (functions/runtime/httpd.py:1)",
-                  "MessageReader.head (functions/kube/wire.py:2)",
-                  "parse_head (functions/core/http1.py:3)"],
+    pytest.param(["EventWorker.handle (functions/runtime/worker.py:1)",
+                  "ThreadWorker.handle (gunicorn/workers/gthread.py:2)",
+                  "Request.parse (gunicorn/http/message.py:3)",
+                  "DeadlineSocket.recv (functions/runtime/worker.py:4)"],
                  "HTTP serving (gunicorn, WSGI)", id="the-server-reading-a-request-head"),
-    pytest.param([ROOT, "call_wsgi (functions/runtime/worker.py:2)"],
+    pytest.param([ROOT, "RequestSlots.__call__ (functions/runtime/worker.py:2)"],
                  "HTTP serving (gunicorn, WSGI)", id="the-worker-calling-the-app"),
     pytest.param([ROOT, "request (functions/kube/wire.py:4)",
                   "MessageReader.head (functions/kube/wire.py:5)"],

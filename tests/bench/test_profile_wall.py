@@ -8,7 +8,8 @@ import pytest
 from bench import go_profile
 from bench.profile_wall import WALL_CATEGORIES, markdown, own_frames, request_stacks, summarise
 
-HANDLE = "HttpServer._serve_request (functions/runtime/httpd.py:253)"
+HANDLE = "EventWorker.handle_request (functions/runtime/worker.py:341)"
+SLOTS = "RequestSlots.__call__ (functions/runtime/worker.py:270)"
 PASS = "Dispatcher._attempt (functions/runtime/dispatch.py:234)"
 
 
@@ -45,9 +46,10 @@ def category(frames: list[str]) -> str:
                  "handlers (read, plan, status)", id="parsing-the-event"),
     pytest.param([HANDLE, "write (gunicorn/util.py:348)"],
                  "HTTP serving (gunicorn: read, parse, answer)", id="answering"),
-    pytest.param([HANDLE, "BodyStream.read (functions/runtime/httpd.py:80)",
-                  "MessageReader.body (functions/kube/wire.py:180)",
-                  "SocketIO.readinto (socket.py:706)"],
+    pytest.param([HANDLE, SLOTS, "EventEndpoint.__call__ (functions/runtime/endpoint.py:117)",
+                  "read_body (functions/runtime/endpoint.py:95)",
+                  "Body.read (gunicorn/http/body.py:290)",
+                  "DeadlineSocket.recv (functions/runtime/worker.py:160)"],
                  "HTTP serving (gunicorn: read, parse, answer)", id="reading-the-body"),
 ])
 def test_a_request_thread_sample_is_put_where_its_leaf_is(frames: list[str],
@@ -57,20 +59,21 @@ def test_a_request_thread_sample_is_put_where_its_leaf_is(frames: list[str],
 
 def test_only_request_threads_count() -> None:
     stacks = [
-        (["thread (1): worker-1-connection", HANDLE, "write (gunicorn/util.py:348)"], 3),
-        (["thread (4): worker-1-connection",
-          "HttpServer._serve_connection (functions/runtime/httpd.py:220)",
-          "MessageReader.head (functions/kube/wire.py:150)",
-          "SocketIO.readinto (socket.py:706)"], 20),
-        (["thread (5): worker-1-connection",
-          "HttpServer._serve_connection (functions/runtime/httpd.py:220)",
-          "HttpServer._exchange (functions/runtime/httpd.py:300)",
-          "Semaphore.acquire (threading.py:1)"], 30),
+        (["thread (1): ThreadPoolExecutor-0_3", HANDLE, "write (gunicorn/util.py:348)"], 3),
+        (["thread (4): ThreadPoolExecutor-0_0",
+          "EventWorker.handle (functions/runtime/worker.py:325)",
+          "ThreadWorker.handle (gunicorn/workers/gthread.py:513)",
+          "Request.parse (gunicorn/http/message.py:541)",
+          "DeadlineSocket.recv (functions/runtime/worker.py:160)"], 20),
+        (["thread (5): ThreadPoolExecutor-0_1", HANDLE, SLOTS,
+          "Semaphore.acquire (threading.py:1)", "Condition.wait (threading.py:2)"], 30),
+        (["thread (6): ThreadPoolExecutor-0_2", HANDLE, SLOTS,
+          "EventEndpoint.__call__ (functions/runtime/endpoint.py:117)"], 7),
         (["thread (2): informer-pods", "Informer._watch (functions/kube/cache.py:176)"], 50),
         (["thread (3): ThreadPoolExecutor-0_1", "_worker (concurrent/futures/thread.py:81)",
           "SimpleQueue.get (queue.py:1)"], 40),
     ]
-    assert [count for _, count in request_stacks(stacks)] == [3]
+    assert [count for _, count in request_stacks(stacks)] == [3, 7]
 
 
 def test_summarise_and_report() -> None:

@@ -1,8 +1,9 @@
 """Throw-away certificates for a local control plane.
 
 One CA signs the API server's serving certificate and every client certificate (the admin user
-and each control-plane component), and a separate key pair signs service-account tokens. Keys
-are ECDSA P-256: fast to generate, accepted everywhere. Valid for a week, like envtest's.
+and each control-plane component), and a separate key pair signs service-account tokens, whose
+issuer is the API server by its in-cluster name (:data:`ISSUER`). Keys are ECDSA P-256: fast
+to generate, accepted everywhere. Valid for a week, like envtest's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALIDITY = dt.timedelta(days=7)
+
+# The in-cluster names of the API server (the `kubernetes` Service of `default`, and its
+# cluster IP, the first of --service-cluster-ip-range), which its serving certificate covers
+# as a cluster's does: a pod that reaches it by name (Knative's OIDC verifiers fetch the
+# service-account issuer's discovery document from https://kubernetes.default.svc) checks
+# the certificate against that name.
+SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                 "kubernetes.default.svc.cluster.local")
+SERVICE_IP = "10.96.0.1"
+# The issuer of ServiceAccount tokens, and where its OIDC discovery document and keys are
+# served: the API server by its in-cluster name, Knative's default oidc-discovery-base-url
+# (whose verifiers then check a token's issuer against the document's as go-oidc does).
+ISSUER = "https://kubernetes.default.svc"
+JWKS_URI = f"{ISSUER}/openid/v1/jwks"
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,10 @@ class CertificateAuthority:
         _write_key(self.key, self.files.key)
 
     def issue(self, stem: str, common_name: str, *, organizations: tuple[str, ...] = (),
-              server: bool = False) -> CertFiles:
-        """Sign a leaf certificate; a server one covers ``localhost`` and ``127.0.0.1``."""
+              server: bool = False, names: tuple[str, ...] = (),
+              addresses: tuple[str, ...] = ()) -> CertFiles:
+        """Sign a leaf certificate; a server one covers ``localhost`` and ``127.0.0.1``, and
+        ``names`` and ``addresses`` besides."""
         key = _key()
         now = dt.datetime.now(dt.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -85,8 +102,8 @@ class CertificateAuthority:
         )
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                *(x509.DNSName(name) for name in ("localhost", *names)),
+                *(x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", *addresses)),
             ]), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         files = CertFiles(self.directory / f"{stem}.crt", self.directory / f"{stem}.key")

@@ -162,7 +162,8 @@ class LocalCluster:
 
     def _start(self, deadline: float) -> None:
         ca = self._ca = pki.CertificateAuthority(self.pki)
-        serving = ca.issue("apiserver", "kube-apiserver", server=True)
+        serving = ca.issue("apiserver", "kube-apiserver", server=True,
+                           names=pki.SERVICE_NAMES, addresses=(pki.SERVICE_IP,))
         admin = ca.issue("admin", "admin", organizations=("system:masters",))
         sa = pki.service_account_keys(self.pki)
         self._write_kubeconfig(self.kubeconfig, ca.files.cert, admin, "admin")
@@ -184,10 +185,11 @@ class LocalCluster:
             "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
             f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={ca.files.cert}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-issuer={pki.ISSUER}",
+            f"--service-account-jwks-uri={pki.JWKS_URI}",
             f"--service-account-key-file={sa.cert}",
             f"--service-account-signing-key-file={sa.key}",
-            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            f"--api-audiences={pki.ISSUER}",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=RBAC", "--allow-privileged=true",
             f"--cert-dir={self.pki}",

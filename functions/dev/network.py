@@ -17,7 +17,8 @@ proxies a loopback address, so their API server traffic stays direct. One proces
   connections to the proxy and to the API server as file descriptors.
 
 Names resolve with :class:`functions.dev.core.routes.Resolver` over informers of Services
-and Endpoints, spreading connections over ready endpoints in turn. Static routes (the Knative
+and Endpoints, spreading connections over ready endpoints in turn; ``kubernetes.default``
+is the API server. Static routes (the Knative
 Services' local pods: the functions) come from a JSON file, read again whenever it changes.
 An address nothing answers at gets ``502 Bad Gateway`` (``CONNECT``: the tunnel is refused).
 
@@ -92,7 +93,8 @@ class Network:
             service=self.services.store.get,
             service_by_ip=self._service_by_ip,
             endpoints=self.endpoints.store.get,
-            pods_dir=str(self.config["pods_dir"]), static=self.routes.current())
+            pods_dir=str(self.config["pods_dir"]), static=self.routes.current(),
+            api_server=Backend(host="127.0.0.1", port=int(self.config["api_port"])))
 
     def _service_by_ip(self, ip: str) -> dict[str, Any] | None:
         return next((s for s in self.services.store.values()

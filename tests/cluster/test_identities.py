@@ -1,15 +1,19 @@
-"""Client identities of the local cluster (a certificate per user, signed by its CA) and its
-optional audit log."""
+"""Client identities of the local cluster (a certificate per user, signed by its CA), its
+optional audit log, and the issuer of its ServiceAccount tokens."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import jwt
 import pytest
+import urllib3
 import yaml
 
+from functions.cluster import pki
 from functions.cluster.binaries import EXTRA_GROUPS, BinariesError, ensure_bin_dir
 from functions.cluster.runner import ClusterError, LocalCluster
+from functions.dev.tokens import service_account_token
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.config import from_kubeconfig
@@ -68,3 +72,36 @@ def test_extra_binaries_missing_from_testbin_dir_fail_clearly(
             ensure_bin_dir((group,))
     finally:
         ensure_bin_dir.cache_clear()
+
+
+@pytest.mark.cluster
+def test_the_issuer_of_service_account_tokens_is_the_api_server_by_its_in_cluster_name(
+        cluster: LocalCluster) -> None:
+    """What Knative's OIDC verifiers need (eventing pkg/auth/verifier.go): the discovery
+    document and keys at https://kubernetes.default.svc, under a certificate valid for that
+    name, naming the issuer the tokens carry."""
+    kube = cluster.client()
+    account = "issuer-probe"
+    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": account, "namespace": "default"}}, "tests")
+    token = service_account_token(kube, "default", account, audiences=["some-audience"])
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert (claims["iss"], claims["aud"]) == (pki.ISSUER, ["some-audience"])
+    admin = cluster.root / "pki"
+    pool = urllib3.HTTPSConnectionPool(
+        "127.0.0.1", cluster.api_port, server_hostname="kubernetes.default.svc",
+        ca_certs=str(admin / "ca.crt"), cert_file=str(admin / "admin.crt"),
+        key_file=str(admin / "admin.key"), cert_reqs="CERT_REQUIRED")
+    discovery = pool.request("GET", "/.well-known/openid-configuration").json()
+    assert (discovery["issuer"], discovery["jwks_uri"]) == (pki.ISSUER, pki.JWKS_URI)
+    keys = pool.request("GET", "/openid/v1/jwks").json()["keys"]
+    header = jwt.get_unverified_header(token)
+    [key] = [k for k in keys if k["kid"] == header["kid"]]
+    verified = jwt.decode(token, jwt.PyJWK(key).key, algorithms=[header["alg"]],
+                          audience="some-audience", issuer=pki.ISSUER)
+    assert verified["sub"] == f"system:serviceaccount:default:{account}"
+    wrong = urllib3.HTTPSConnectionPool(
+        "127.0.0.1", cluster.api_port, server_hostname="kubernetes.example.com",
+        ca_certs=str(admin / "ca.crt"), cert_reqs="CERT_REQUIRED", retries=False)
+    with pytest.raises(urllib3.exceptions.SSLError):
+        wrong.request("GET", "/readyz")

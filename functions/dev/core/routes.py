@@ -7,6 +7,12 @@ is mapped to the port its Endpoints list under the same name, and only ready add
 point at a Pod count. Each such Pod is a local pod whose container ports are Unix sockets under
 ``<pods dir>/<pod uid>/<port>`` (:mod:`functions.dev.podnet`). Names with a static route (the
 Knative Services, whose pods are the local functions) resolve to those URLs instead.
+
+The ``kubernetes`` Service of ``default`` is the API server: in a cluster the API server writes
+its Endpoints itself, with its advertised address; the local one listens on loopback, which
+an Endpoints object may not hold, so it writes none, and its address is given to the
+resolver (``api_server``). Pods reach it so by name, as Knative's OIDC verifiers do
+(``https://kubernetes.default.svc``, the issuer of ServiceAccount tokens).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 Obj = dict[str, Any]
 CLUSTER_DOMAIN = "cluster.local"
 MAX_EXTERNAL_NAMES = 5
+API_SERVICE = ("default", "kubernetes")
 
 
 class NoRoute(LookupError):
@@ -71,6 +78,7 @@ class Resolver:
     :param service_by_ip: cluster IP -> Service or ``None``.
     :param endpoints: ``(namespace, name) -> Endpoints`` or ``None``.
     :param static: canonical ``name.namespace`` -> URLs (the Knative Services' local pods).
+    :param api_server: where the API server listens (the ``kubernetes`` Service's endpoint).
     """
 
     service: Callable[[str, str], Obj | None]
@@ -78,6 +86,7 @@ class Resolver:
     endpoints: Callable[[str, str], Obj | None]
     pods_dir: str
     static: Mapping[str, Sequence[str]]
+    api_server: Backend | None = None
 
     def resolve(self, host: str, port: int) -> list[Backend]:
         """Every backend that may take the connection (raises :class:`NoRoute` if none)."""
@@ -105,6 +114,10 @@ class Resolver:
                 raise NoRoute(f"too many ExternalName hops at {host}")
             return self._resolve(str(spec.get("externalName", "")), port, hops - 1)
         meta = svc["metadata"]
+        if self.api_server is not None and (meta["namespace"], meta["name"]) == API_SERVICE:
+            if not any(int(p.get("port", 0)) == port for p in spec.get("ports") or []):
+                raise NoRoute(f"Service default/kubernetes:{port}: no such port")
+            return [self.api_server]
         return self.pod_backends(svc, port, self.endpoints(meta["namespace"], meta["name"]))
 
     def pod_backends(self, svc: Obj, port: int, endpoints: Obj | None) -> list[Backend]:

@@ -33,14 +33,15 @@ def subset(uids: list[str], ports: list[Obj] | None = None, *,
 
 
 def resolver(services: list[Obj], eps: dict[tuple[str, str], Obj],
-             static: dict[str, list[str]] | None = None) -> Resolver:
+             static: dict[str, list[str]] | None = None,
+             api_server: Backend | None = None) -> Resolver:
     by_key = {(s["metadata"]["namespace"], s["metadata"]["name"]): s for s in services}
     return Resolver(
         service=lambda ns, name: by_key.get((ns, name)),
         service_by_ip=lambda ip: next((s for s in services
                                        if s["spec"].get("clusterIP") == ip), None),
         endpoints=lambda ns, name: eps.get((ns, name)),
-        pods_dir=PODS, static=static or {})
+        pods_dir=PODS, static=static or {}, api_server=api_server)
 
 
 INGRESS = service("broker-ingress", "knative-eventing")
@@ -79,6 +80,31 @@ def test_resolve(host: str, port: int, expected: list[Backend]) -> None:
         INGRESS_EPS,
         {"odh-training-gc.opendatahub": ["http://127.0.0.1:4001/"]}).resolve(host, port)
     assert found == expected
+
+
+API = Backend(host="127.0.0.1", port=6443)
+KUBERNETES = service("kubernetes", "default", ip="10.96.0.1",
+                     ports=[{"name": "https", "port": 443, "targetPort": 6443}])
+
+
+@pytest.mark.parametrize("host", [
+    pytest.param("kubernetes.default.svc", id="by-name"),
+    pytest.param("kubernetes.default.svc.cluster.local", id="fqdn"),
+    pytest.param("kubernetes.default", id="short"),
+    pytest.param("10.96.0.1", id="cluster-ip"),
+])
+def test_the_kubernetes_service_is_the_api_server(host: str) -> None:
+    """It has no Endpoints here (the API server's address is loopback) and still resolves,
+    on its Service port only."""
+    found = resolver([KUBERNETES, INGRESS], INGRESS_EPS, api_server=API)
+    assert found.resolve(host, 443) == [API]
+    with pytest.raises(NoRoute):
+        found.resolve(host, 80)
+
+
+def test_without_its_address_the_kubernetes_service_is_like_any_other() -> None:
+    with pytest.raises(NoRoute, match="no ready endpoint"):
+        resolver([KUBERNETES], {}).resolve("kubernetes.default.svc", 443)
 
 
 @pytest.mark.parametrize(("services", "eps", "host", "port"), [

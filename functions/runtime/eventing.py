@@ -70,6 +70,10 @@ class Subscription:
     # Every replica behind the subscriber's address (``url`` first), for spreading deliveries
     # as a Service's load balancer does.
     replicas: tuple[str, ...] = ()
+    # The OIDC audiences the Trigger names for its subscriber and its dead-letter sink: a
+    # Broker with authentication-oidc sends each delivery with a token for them.
+    audience: str | None = None
+    dead_letter_audience: str | None = None
 
     @property
     def endpoints(self) -> tuple[str, ...]:
@@ -132,7 +136,9 @@ def subscriptions(manifests: EventingManifests,
             name=name, broker=broker_name, filter=compile_trigger_filter(spec), url=urls[0],
             delivery=delivery,
             dead_letter_url=destination_url(delivery.dead_letter_sink, subscribers),
-            replicas=urls if len(urls) > 1 else ()))
+            replicas=urls if len(urls) > 1 else (),
+            audience=(spec.get("subscriber") or {}).get("audience"),
+            dead_letter_audience=(delivery.dead_letter_sink or {}).get("audience")))
     return found, skipped
 
 

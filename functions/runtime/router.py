@@ -11,6 +11,15 @@ dead-letter sink when that resolves to a URL, with ``knativeerror*`` extensions 
 
 Python entry point: ``Router(triggers_dir, {"<trigger or subscriber name>": url}).start()``,
 then POST events to ``router.url`` (or call :meth:`Router.publish`) and ``stop()``.
+
+As Knative's Broker does with ``authentication-oidc``, it sends each delivery (and dead
+letter) with ``Authorization: Bearer <token>`` for the audience its Trigger names, when given
+``credentials`` (audience -> token): the local stack gives it tokens of a ServiceAccount of its
+own (:class:`functions.dev.tokens.TokenSource`), which it tells the functions to accept. A
+delivery whose token cannot be had fails like one that got no answer, and is retried. Without
+``credentials`` (``python -m functions router``) it sends none, and the functions must run with
+``FUNCTIONS_DELIVERY_AUTH=none``. An ``Authorization`` header the ingress was sent is never
+passed on.
 Differences from Knative: ``cesql`` filters are refused, a reply event in a 2xx answer is
 logged, not re-published, ``Retry-After`` is honoured (Knative ignores it unless its
 ``delivery-retryafter`` feature is on), and the ApiServerSource adapter in front of it runs
@@ -107,6 +116,7 @@ class Router:
     :param resync_interval: seconds between PingSource ticks; ``None`` takes each PingSource's
         schedule, ``0`` disables the ticker.
     :param record: called with every accepted event, as received.
+    :param credentials: a bearer token for an audience (``None``: send none).
     :param workers: deliveries in flight per Trigger. Each Trigger has workers of its own, as
         Knative's channel fans an event out to every subscription independently: a subscriber
         that answers slowly (a burst of reconcile passes) never holds back another's
@@ -120,6 +130,7 @@ class Router:
     resync_interval: float | None = None
     record: Callable[[RecordedRequest], None] | None = None
     workers: int = 16
+    credentials: Callable[[str], str] | None = None
     dead_letters: list[DeadLetter] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
 
@@ -228,8 +239,13 @@ class Router:
         attempts = 0
         for attempt in range(spec.retry + 1):
             attempts += 1
-            result = self._connections.post(self._endpoint(subscription), headers,
-                                            request.body, spec.timeout or DEFAULT_TIMEOUT)
+            authorization = self._authorization(subscription.audience)
+            if isinstance(authorization, SendResult):
+                result = authorization
+            else:
+                result = self._connections.post(self._endpoint(subscription),
+                                                {**headers, **authorization}, request.body,
+                                                spec.timeout or DEFAULT_TIMEOUT)
             if is_success(result.status):
                 if result.body.strip():
                     log.warning("router: %s answered %s with a body; a Broker treats that as "
@@ -251,6 +267,15 @@ class Router:
         self._note(delivery)
         self._dead_letter(subscription, request, result, attempts)
         return delivery
+
+    def _authorization(self, audience: str | None) -> dict[str, str] | SendResult:
+        """The ``Authorization`` header for ``audience``, or the failure to get its token."""
+        if self.credentials is None or not audience:
+            return {}
+        try:
+            return {"Authorization": f"Bearer {self.credentials(audience)}"}
+        except Exception as exc:  # a TokenRequest refused or out of reach: retried
+            return SendResult(None, error=f"no token for {audience}: {type(exc).__name__}")
 
     def _endpoint(self, subscription: Subscription) -> str:
         """The replica for the next attempt: each in turn (a retry may reach another)."""
@@ -282,7 +307,12 @@ class Router:
             headers["Ce-Knativeerrorcode"] = str(result.status or 0)
             if result.body:
                 headers["Ce-Knativeerrordata"] = base64.b64encode(result.body[:1024]).decode()
-        sent = post_event(subscription.dead_letter_url, headers, request.body, 10.0)
+        authorization = self._authorization(subscription.dead_letter_audience)
+        if isinstance(authorization, SendResult):
+            log.error("router: the dead letter was not sent: %s", authorization.error)
+            return
+        sent = post_event(subscription.dead_letter_url, {**headers, **authorization},
+                          request.body, 10.0)
         if not is_success(sent.status):
             log.error("router: the dead-letter sink refused the event (%s)",
                       sent.status or sent.error)

@@ -185,6 +185,90 @@ def test_unreachable_subscriber_is_retried_as_a_transport_error(eventing_dir: Pa
     assert "Connection" in delivery.error
 
 
+AUDIENCES = {"fn": "serving.knative.dev/service/ns/fn",
+             "dead-letters": "serving.knative.dev/service/ns/dead-letters"}
+
+
+@pytest.fixture
+def audiences_dir(eventing_dir: Path) -> Path:
+    """The Trigger and the Broker's dead-letter sink name their OIDC audiences."""
+    (eventing_dir / "trigger.yaml").write_text(TRIGGER.replace(
+        "name: fn}\n", f"name: fn}}\n    audience: {AUDIENCES['fn']}\n"))
+    (eventing_dir / "broker.yaml").write_text(BROKER.replace(
+        "name: dead-letters}\n", f"name: dead-letters}}\n      audience: "
+        f"{AUDIENCES['dead-letters']}\n"))
+    return eventing_dir
+
+
+def test_deliveries_and_dead_letters_carry_a_token_for_their_audience(
+        audiences_dir: Path, always_500: tuple[str, list[float]],
+        dead_letters: tuple[RecordSink, list[RecordedRequest]]) -> None:
+    """As Knative's Broker with authentication-oidc: the ingress's own Authorization is
+    dropped, each delivery is sent with a token for the Trigger's audience."""
+    received: list[RecordedRequest] = []
+    subscriber = RecordSink(received.append).start()
+    sink, letters = dead_letters
+    asked: list[str] = []
+
+    def credentials(audience: str) -> str:
+        asked.append(audience)
+        return f"token-for-{audience}"
+
+    router = Router(audiences_dir, {"fn": subscriber.url, "dead-letters": sink.url},
+                    resync_interval=0, credentials=credentials).start()
+    headers, body = load_sample(UPDATE)
+    try:
+        assert post_event(router.url, {**headers, "Authorization": "Bearer the-senders"},
+                          body).status == 202
+        assert router.wait_idle(10)
+    finally:
+        router.stop()
+        subscriber.stop()
+    [delivery] = received
+    assert delivery.headers["Authorization"] == f"Bearer token-for-{AUDIENCES['fn']}"
+    refused = Router(audiences_dir, {"fn": always_500[0], "dead-letters": sink.url},
+                     resync_interval=0, credentials=credentials)
+    [future] = refused.publish(headers, body)
+    future.result(timeout=10)
+    refused.stop()
+    [letter] = letters
+    assert letter.headers["Authorization"] == f"Bearer token-for-{AUDIENCES['dead-letters']}"
+    assert set(asked) == set(AUDIENCES.values())
+
+
+def test_a_token_that_cannot_be_had_fails_the_attempt_and_is_retried(
+        audiences_dir: Path) -> None:
+    received: list[RecordedRequest] = []
+    subscriber = RecordSink(received.append).start()
+    attempts = iter([RuntimeError("TokenRequest refused"), None])
+
+    def credentials(audience: str) -> str:
+        failure = next(attempts)
+        if failure is not None:
+            raise failure
+        return "a-token"
+
+    router = Router(audiences_dir, {"fn": subscriber.url}, resync_interval=0,
+                    credentials=credentials)
+    [future] = router.publish(*load_sample(UPDATE))
+    delivery = future.result(timeout=10)
+    router.stop()
+    subscriber.stop()
+    assert (delivery.delivered, delivery.attempts) == (True, 2)
+    assert [r.headers["Authorization"] for r in received] == ["Bearer a-token"]
+
+
+def test_without_credentials_nothing_is_sent_for_the_audience(audiences_dir: Path) -> None:
+    received: list[RecordedRequest] = []
+    subscriber = RecordSink(received.append).start()
+    router = Router(audiences_dir, {"fn": subscriber.url}, resync_interval=0)
+    [future] = router.publish(*load_sample(UPDATE))
+    assert future.result(timeout=10).delivered
+    router.stop()
+    subscriber.stop()
+    assert "Authorization" not in received[0].headers
+
+
 def test_ingress_rejects_what_is_not_a_cloudevent(eventing_dir: Path) -> None:
     router = Router(eventing_dir, {"fn": "http://127.0.0.1:9/"}, resync_interval=0).start()
     try:

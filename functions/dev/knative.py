@@ -45,7 +45,9 @@ INSTALL_WORKERS = 8
 # config-features of knative.dev/eventing v0.49.2 as released, which is what a user's cluster
 # has unless its admin changed it. The ones that matter here: Retry-After is ignored
 # (delivery-retryafter disabled), delivery timeouts are honoured, Trigger ``filters`` are GA,
-# ApiServerSource ``filters`` are off, and there is no TLS or OIDC between components.
+# ApiServerSource ``filters`` are off, and there is no TLS or OIDC between components. The
+# local stack turns OIDC on (:data:`OIDC_FEATURE`, functions.dev.knative_stack), as the
+# functions require; TLS stays off.
 FEATURE_FLAGS = {
     "delivery-timeout": "enabled",
     "delivery-retryafter": "disabled",
@@ -57,6 +59,11 @@ FEATURE_FLAGS = {
     "kreference-mapping": "disabled",
     "cross-namespace-event-links": "disabled",
 }
+# Knative's OIDC authentication between senders and receivers (eventing pkg/auth): its
+# verifiers fetch the ServiceAccount issuer's discovery document from the default
+# oidc-discovery-base-url, https://kubernetes.default.svc, which the local API server's
+# certificate and the cluster network serve (functions.cluster.pki, functions.dev.core.routes).
+OIDC_FEATURE = "authentication-oidc"
 WEBHOOKS = (
     ("MutatingWebhookConfiguration", "webhook.eventing.knative.dev"),
     ("ValidatingWebhookConfiguration", "validation.webhook.eventing.knative.dev"),

@@ -135,6 +135,10 @@ class KnativeEventing(PodHost):
     # ApiServerSource patches giving sources ``spec.filters`` (config/components/
     # source-filters); Knative's flag for them is turned on at install when there are any.
     source_filters: list[Obj] = field(default_factory=list)
+    # authentication-oidc: every sender in the data plane (the sources' adapters, the Broker
+    # ingress and filter, the channel) sends with a token of its OIDC identity and every
+    # receiver checks it; the Broker's filter sends the functions tokens of their Triggers'.
+    oidc: bool = True
 
     def start_network(self) -> None:
         if self.recording or self.record is not None:
@@ -151,7 +155,10 @@ class KnativeEventing(PodHost):
 
     def features(self) -> dict[str, str]:
         """The flags this install sets in ``config-features`` over Knative's defaults."""
-        return {SOURCE_FILTERS_FEATURE: "enabled"} if self.source_filters else {}
+        flags = {SOURCE_FILTERS_FEATURE: "enabled"} if self.source_filters else {}
+        if self.oidc:
+            flags[knative.OIDC_FEATURE] = "enabled"
+        return flags
 
     def wait_webhooks(self, kube: KubeClient, timeout: float = 90.0) -> None:
         knative.wait_until(lambda: knative.webhooks_configured(kube), timeout,

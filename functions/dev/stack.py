@@ -11,6 +11,10 @@ measure the functions rather than the in-memory channel.
 
 Either way each function runs with a token of the ServiceAccount its Knative Service in
 ``config/serving/`` names, so a missing RBAC rule fails here as it would in a cluster.
+And the functions take only the Broker's deliveries (:mod:`functions.runtime.delivery_auth`;
+``delivery_auth=False`` turns it off): the real Eventing runs with ``authentication-oidc``;
+the router sends tokens of its own ServiceAccount, :data:`BROKER_ACCOUNT`, which the functions
+are told to accept.
 """
 
 from __future__ import annotations
@@ -28,11 +32,20 @@ from typing import Any, Literal
 from functions.cluster.manifests import apply_objects, load_documents
 from functions.cluster.ports import free_port
 from functions.cluster.runner import Component, LocalCluster, stop_process_group
+from functions.core.delivery_auth import subject_of
 from functions.dev import controllers, knative
+from functions.dev.identities import (
+    BROKER_ACCOUNT,
+    FUNCTIONS,
+    SERVED,
+    FunctionIdentity,
+    delivery_env,
+    function_identities,
+)
 from functions.dev.knative_stack import KnativeEventing, cron_every
 from functions.dev.podhost import POD_HOST_CONTROLLERS, PodHost
 from functions.dev.sandbox import sandbox_available
-from functions.dev.tokens import service_account_token, token_kubeconfig
+from functions.dev.tokens import TokenSource, service_account_token, token_kubeconfig
 from functions.kube.client import KubeClient
 from functions.runtime.eventing import (
     adapter_environment,
@@ -46,49 +59,10 @@ from functions.runtime.router import Router
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
-FUNCTIONS = ("reconcile", "gc", "status")
-# What the real event path also serves: the Broker's dead-letter sink.
-SERVED = (*FUNCTIONS, "dead-letters")
 Broker = Literal["knative", "emulated"]
 
-__all__ = ["DevStack", "FunctionIdentity", "function_identities", "service_account_token",
-           "token_kubeconfig"]
-
-
-@dataclass(frozen=True)
-class FunctionIdentity:
-    """Which function a Knative Service runs and as which ServiceAccount."""
-
-    service: str
-    function: str
-    namespace: str
-    service_account: str | None
-    manifest: dict[str, Any] = field(default_factory=dict, compare=False)
-
-
-def function_identities(serving_dir: Path,
-                        served: tuple[str, ...] = FUNCTIONS) -> list[FunctionIdentity]:
-    """Read ``config/serving``: each Knative Service's function (the ``serve`` argument) and
-    ServiceAccount, for the functions in ``served``."""
-    found: list[FunctionIdentity] = []
-    for obj in load_documents([serving_dir]) if serving_dir.exists() else []:
-        if obj.get("kind") != "Service" or not str(obj.get("apiVersion", "")).startswith(
-                "serving.knative.dev/"):
-            continue
-        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-        words = [str(w) for c in pod.get("containers") or []
-                 for w in (c.get("command") or []) + (c.get("args") or [])]
-        env = {e.get("name"): e.get("value") for c in pod.get("containers") or []
-               for e in c.get("env") or []}
-        function = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "serve"),
-                        env.get("FUNCTION"))
-        if function not in served:
-            continue
-        meta = obj["metadata"]
-        found.append(FunctionIdentity(meta["name"], str(function),
-                                      meta.get("namespace") or "opendatahub",
-                                      pod.get("serviceAccountName"), obj))
-    return found
+__all__ = ["FUNCTIONS", "DevStack", "FunctionIdentity", "function_identities",
+           "service_account_token", "token_kubeconfig"]
 
 
 @dataclass
@@ -126,6 +100,9 @@ class DevStack:
     # Add config/components/source-filters: the adapters drop the events no Trigger takes
     # (on the real path, with Knative's flag for it turned on).
     source_filters: bool = False
+    # The receivers take only the Broker's deliveries: Knative's authentication-oidc on, the
+    # router's tokens, the functions checking them (False: none of that).
+    delivery_auth: bool = True
     router: Router | None = None
     knative: KnativeEventing | None = None
     # the network and kubelet of the pods run here (``knative`` on the real event path)
@@ -172,7 +149,8 @@ class DevStack:
         if self.broker == "knative":
             self.knative = KnativeEventing(self.cluster, self.bin_dir, proxy_port,
                                            record=self._writer, recording=self.recording,
-                                           source_filters=self._source_filters())
+                                           source_filters=self._source_filters(),
+                                           oidc=self.delivery_auth)
             self.knative.start_network()
             self.knative.install(kube)
             self.pods = self.knative
@@ -229,8 +207,12 @@ class DevStack:
             identity = by_service.get(str(ref.get("name", "")))
             if identity is not None:
                 subscribers[identity.service] = self.replica_urls[identity.function]
+        credentials = None
+        if self.delivery_auth:
+            credentials = TokenSource.of_account(kube, self._broker_namespace(), BROKER_ACCOUNT)
         self.router = Router(self.eventing_dir, subscribers,
-                             resync_interval=self.resync_interval, record=self._writer).start()
+                             resync_interval=self.resync_interval, record=self._writer,
+                             credentials=credentials).start()
         for source in with_source_filters(manifests.apiserver_sources, self._source_filters()):
             self._start_adapter(kube, source, self.router.url)
         self._wait_functions()
@@ -319,6 +301,7 @@ class DevStack:
         })
         if self.trainer_manifests is not None:
             env["TRAINER_MANIFESTS_DIR"] = str(self.trainer_manifests)
+        env.update(self._delivery_env(identity))
         env.update(self.function_env)
         component = Component(
             name, [sys.executable, "-m", "functions", "serve", identity.function,
@@ -327,6 +310,15 @@ class DevStack:
         component.start()
         self.processes.append(component)
         return f"http://127.0.0.1:{port}/"
+
+    def _delivery_env(self, identity: FunctionIdentity) -> dict[str, str]:
+        senders = ((subject_of(self._broker_namespace(), BROKER_ACCOUNT),)
+                   if self.broker == "emulated" else ())
+        return delivery_env(identity, enabled=self.delivery_auth, senders=senders)
+
+    def _broker_namespace(self) -> str:
+        brokers = load_manifests(self.eventing_dir).brokers
+        return str((brokers[0]["metadata"] if brokers else {}).get("namespace") or "default")
 
     def _start_adapter(self, kube: KubeClient, source: dict[str, Any], sink: str) -> None:
         """The emulated path's adapter: the receive adapter run with a configuration derived

@@ -1,5 +1,7 @@
 """Delivery through the real Broker: a subscriber's 503 is retried as the Trigger's delivery
-says and then dead-lettered, a 400 is dead-lettered without a retry."""
+says and then dead-lettered, a 400 is dead-lettered without a retry. With authentication-oidc
+on, an event goes into the Broker with a token for its audience, and a dead letter reaches the
+sink with the Trigger's own, for the audience the Trigger names for its sink."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from functions.core.delivery_auth import audience_for
 from functions.dev import knative
 from functions.dev.stack import DevStack
+from functions.dev.tokens import service_account_token
 from functions.kube.client import KubeClient
 from functions.runtime.post_server import PostServer
 from tests.dev.e2e.conftest import NAMESPACE
@@ -57,7 +61,9 @@ def subscriber(stack: DevStack, kube: KubeClient) -> Iterator[Subscriber]:
                  "delivery": {"retry": PROBE_RETRIES, "backoffPolicy": "linear",
                               "backoffDelay": "PT0.2S", "deadLetterSink": {"ref": {
                                   "apiVersion": "serving.knative.dev/v1", "kind": "Service",
-                                  "name": "odh-training-dead-letters"}}}},
+                                  "name": "odh-training-dead-letters"},
+                                  "audience": audience_for(NAMESPACE,
+                                                           "odh-training-dead-letters")}}},
     }
     kube.apply(trigger, "e2e-user")
     knative.wait_until(lambda: knative.not_ready(kube, knative.refs_of([trigger])), 60,
@@ -68,16 +74,22 @@ def subscriber(stack: DevStack, kube: KubeClient) -> Iterator[Subscriber]:
         found.server.stop()
 
 
-def publish(stack: DevStack, kube: KubeClient, event_id: str, answer: int) -> None:
-    """One CloudEvent into the Broker ingress, through the cluster network."""
+def publish(stack: DevStack, kube: KubeClient, event_id: str, answer: int,
+            event_type: str = PROBE_TYPE) -> None:
+    """One CloudEvent into the Broker ingress, through the cluster network, with a token for
+    the Broker's audience of a ServiceAccount of its namespace (with no EventPolicy, Knative
+    admits the senders of the Broker's own namespace)."""
     assert stack.knative is not None
     broker = kube.get(kube.resource_for("eventing.knative.dev/v1", "Broker"), BROKER, NAMESPACE)
     assert broker is not None
+    address = broker["status"]["address"]
+    token = service_account_token(kube, NAMESPACE, "default", audiences=[address["audience"]],
+                                  seconds=600)
     request = urllib.request.Request(
-        broker["status"]["address"]["url"], data=b'{"probe": true}', method="POST",
+        address["url"], data=b'{"probe": true}', method="POST",
         headers={"Content-Type": "application/json", "Ce-Specversion": "1.0",
-                 "Ce-Id": event_id, "Ce-Type": PROBE_TYPE, "Ce-Source": "/e2e",
-                 "Ce-Answer": str(answer)})
+                 "Ce-Id": event_id, "Ce-Type": event_type, "Ce-Source": "/e2e",
+                 "Ce-Answer": str(answer), "Authorization": f"Bearer {token}"})
     opener = urllib.request.build_opener(
         urllib.request.ProxyHandler({"http": stack.knative.proxy_url}))
     with opener.open(request, timeout=10) as response:

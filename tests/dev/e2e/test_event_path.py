@@ -57,10 +57,12 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
     # the feature flags as released, which the README states, but for the one the source
-    # filters need (config/components/source-filters, which make dev adds)
+    # filters need (config/components/source-filters, which make dev adds) and OIDC, which
+    # the functions need (only the Broker's deliveries are accepted)
     assert stack.knative is not None
-    expected = {**knative.FEATURE_FLAGS, SOURCE_FILTERS_FEATURE: "enabled"}
-    assert stack.knative.features() == {SOURCE_FILTERS_FEATURE: "enabled"}
+    turned_on = {SOURCE_FILTERS_FEATURE: "enabled", knative.OIDC_FEATURE: "enabled"}
+    expected = {**knative.FEATURE_FLAGS, **turned_on}
+    assert stack.knative.features() == turned_on
     live = knative.features(kube)
     assert {k: live.get(k) for k in expected} == expected
     [jobs_source] = [s for s in found["ApiServerSource"]

@@ -41,6 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         help="leave out config/components/source-filters (the adapters then "
                              "send every change, and Knative's new-apiserversource-filters "
                              "flag stays off)")
+    parser.add_argument("--no-delivery-auth", action="store_true",
+                        help="the functions take deliveries from anyone "
+                             "(FUNCTIONS_DELIVERY_AUTH=none) and Knative runs without "
+                             "authentication-oidc")
     parser.add_argument("--admin", action="store_true",
                         help="run the functions as cluster admin instead of their "
                              "ServiceAccounts")
@@ -55,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
                          resync_interval=args.resync, record=args.record,
                          as_service_accounts=not args.admin,
                          source_filters=not args.no_source_filters,
+                         delivery_auth=not args.no_delivery_auth,
                          broker="emulated" if args.emulated_broker else "knative")
         stack.start()
     except (BinariesError, ClusterError, ManifestsError, RuntimeError, TimeoutError,

@@ -45,7 +45,7 @@ RESULTS = Path(__file__).parent / "results"
 CATEGORIES: go_profile.Categories = (
     ("events recorded (Event objects)", ("functions/runtime/recorder.py",)),
     ("API client (HTTP, JSON)", ("functions/kube/client.py", "functions/kube/transport.py",
-                                 "functions/kube/wire.py",
+                                 "functions/kube/pools.py",
                                  "urllib3/", "http/client.py", "ssl.py", "orjson")),
     ("watch cache (decode, index)", ("functions/kube/cache.py", "functions/kube/store.py")),
     ("handlers (read, plan, status)", ("functions/jobs/", "functions/trainer/",
@@ -61,9 +61,8 @@ _LINE = re.compile(r":\d+\)$")
 
 def categorise(frames: Iterable[str]) -> str:
     """The category of one sample, ``frames`` from the root to the leaf (py-spy's raw
-    format: ``function (file:line)``); a shared helper's frames take their caller's
-    (:data:`bench.profile_wall.SHARED`)."""
-    return go_profile.categorise(reversed(profile_wall.own_frames(frames)), CATEGORIES)
+    format: ``function (file:line)``)."""
+    return go_profile.categorise(reversed(list(frames)), CATEGORIES)
 
 
 def parse_raw(text: str) -> list[tuple[list[str], int]]:

@@ -24,10 +24,6 @@ from bench import go_profile
 # head), unless it is waiting there for a request slot.
 REQUEST_THREAD = "EventWorker.handle_request ("
 SLOTS = "RequestSlots.__call__ ("
-# Frames of a helper the API client runs that lives beside the handlers' pure modules (reading
-# an answer off a connection, parsing its head): a sample in one belongs where its caller does.
-SHARED = ("MessageReader.", "functions/core/http1.py")
-
 # A pass's creates and deletes run in a pool of their own; the request thread waits for them here.
 PARALLEL_WRITES = "_parallel (functions/jobs/writes.py"
 # (category, substrings of a frame), nearest the leaf first: a thread blocked reading an
@@ -35,7 +31,7 @@ PARALLEL_WRITES = "_parallel (functions/jobs/writes.py"
 # coalescer's wait nearest it.
 WALL_CATEGORIES: go_profile.Categories = (
     ("API requests (mostly waiting for the answer)",
-     ("(functions/kube/transport.py", "(functions/kube/client.py", "(functions/kube/wire.py",
+     ("(functions/kube/transport.py", "(functions/kube/client.py", "(functions/kube/pools.py",
       "(ssl.py", PARALLEL_WRITES)),
     ("waiting for the running pass of the same job",
      ("(functions/runtime/passes.py",)),
@@ -47,11 +43,6 @@ WALL_CATEGORIES: go_profile.Categories = (
      ("(functions/runtime/worker.py", "(gunicorn/", "(flask/", "(werkzeug/")),
     ("runtime (route, coalesce, answer)", ("(functions/runtime/",)),
 )
-
-
-def own_frames(frames: Iterable[str]) -> list[str]:
-    """``frames`` without those of shared helpers (:data:`SHARED`)."""
-    return [frame for frame in frames if not any(marker in frame for marker in SHARED)]
 
 
 def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
@@ -71,7 +62,7 @@ def _waiting_for_a_slot(frames: list[str]) -> bool:
 
 def summarise(stacks: Iterable[tuple[list[str], int]], rate: float) -> dict[str, Any]:
     """Seconds in deliveries, and seconds and shares per category, the largest first."""
-    return go_profile.summarise([(own_frames(frames)[::-1], count / rate)
+    return go_profile.summarise([(frames[::-1], count / rate)
                                  for frames, count in request_stacks(stacks)], WALL_CATEGORIES)
 
 

@@ -12,12 +12,25 @@ import ssl
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from socket import socket
 from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
-from functions.core.http1 import Framing
+import urllib3
+from urllib3.util import Retry
+from urllib3.util.ssl_ import create_urllib3_context
+
 from functions.kube.config import ClusterConfig
-from functions.kube.wire import Connection
+from functions.kube.pools import (
+    ERRORS,
+    WATCHDOG,
+    check,
+    describe,
+    final,
+    new_pool,
+    read_body,
+    socket_timeout,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,19 +52,25 @@ class Response:
     body: bytes
 
 
-CONNECT_TIMEOUT = 5.0
-# Requests sent again when a reused connection turns out closed before any answer.
+# Requests sent again when their connection ends before an answer.
 REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS"})
-# What a reused keep-alive connection raises when the server had closed it while idle
-# (:class:`~functions.kube.wire.ClosedBeforeAnswer` is a ``ConnectionResetError``).
-CLOSED_BEFORE_ANSWER = (ConnectionResetError, BrokenPipeError)
-# What a request that got no (whole) answer raises: the socket's errors, an answer that is
-# not HTTP (``BadMessage`` is a ``ValueError``).
-EXCHANGE_ERRORS = (OSError, ValueError)
+# urllib3 retries nothing but this: a request whose connection ended before any answer's head
+# (a pooled connection the server closed while it was idle, just as it was taken; a reset; an
+# answer that is not HTTP) is a "read" error to urllib3, and a read (REPLAYABLE) is then sent
+# once more on a new connection, as Go's transport does. Connection failures (``connect=0``),
+# other methods (a write is left to the caller, which knows whether repeating it is safe),
+# statuses, redirects and Retry-After are never retried here: KubeClient does that. A request
+# past its deadline is not sent again: the new connection is shut down as it registers.
+REPLAY_READS = Retry(total=1, connect=0, read=1, redirect=0, status=0, other=0,
+                     allowed_methods=REPLAYABLE, raise_on_redirect=False,
+                     raise_on_status=False, respect_retry_after_header=False)
+# The largest API answer read: a list of a few thousand pods is tens of MiB.
+MAX_BODY = 256 << 20
 
 
 class TransportError(Exception):
-    """The request did not produce an HTTP response (connection refused, reset, timeout)."""
+    """The request did not produce an HTTP response (connection refused, reset, timeout, an
+    answer that is not HTTP or over the size limit)."""
 
 
 class Transport(Protocol):
@@ -61,34 +80,39 @@ class Transport(Protocol):
 
 
 class HttpTransport:
-    r"""HTTPS (or HTTP) to one API server, thread-safe.
+    """HTTPS (or HTTP) to one API server through an urllib3 connection pool, thread-safe.
 
-    Plain requests go over a pool of keep-alive :class:`~functions.kube.wire.Connection`\ s,
-    one per request in flight: every reconcile sends a few requests and every create carries a
-    pod, so the client's CPU per request matters (urllib3's pool manager, URL parsing and
-    header containers cost 0.6 ms for a GET against a local API server, ``http.client`` 0.2
-    ms, this connection 0.08 ms). A streamed body (a watch, followed logs) has a connection of
-    its own.
+    ``timeout`` is each request's deadline, whatever the server sends (interim answers,
+    trailers, a byte at a time): :mod:`functions.kube.pools`. An answer's body over
+    ``max_body`` bytes is refused. A streamed body (a watch, followed logs) holds its
+    connection until it is released.
 
-    :param pool_size: idle connections kept; more requests than that at once open more
-        connections, which are closed when they finish.
+    The pool is urllib3's ``HTTPSConnectionPool`` itself, not a ``PoolManager``: every
+    reconcile sends a few requests and every create carries a pod, so the client's CPU per
+    request matters, and the manager's URL parsing and pool lookup cost more per request
+    (``python -m bench.client``).
+
+    :param pool_size: idle connections kept: the threads that send at once (request threads,
+        resync workers, informers' lists). More requests than that at once open more
+        connections, closed when they finish.
     """
 
-    def __init__(self, config: ClusterConfig, pool_size: int = 16) -> None:
+    def __init__(self, config: ClusterConfig, pool_size: int = 16,
+                 max_body: int = MAX_BODY) -> None:
         self.config = config
         self.pool_size = pool_size
+        self.max_body = max_body
         self._token_lock = threading.Lock()
         self._token = config.bearer_token()
         url = urlsplit(config.server)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"unsupported API server address {config.server!r}")
         https = url.scheme == "https"
-        self._host = url.hostname
-        self._port = url.port or (443 if https else 80)
         self._prefix = url.path.rstrip("/")
-        self._ssl = _ssl_context(config) if https else None
-        self._idle: list[Connection] = []
-        self._idle_lock = threading.Lock()
+        self._pool = new_pool(url.scheme, url.hostname, url.port or (443 if https else 80),
+                              maxsize=pool_size, retries=REPLAY_READS,
+                              ssl_context=_ssl_context(config) if https else None,
+                              insecure=config.insecure)
 
     def refresh_credentials(self) -> None:
         """Re-read a rotating service-account token (called after a 401)."""
@@ -106,109 +130,118 @@ class HttpTransport:
 
     def send(self, request: Request, timeout: float) -> Response:
         headers = self._headers("application/json", request.content_type)
-        target = self._prefix + request.url_path()
-        connection, reused = self._take(timeout)
+        response: urllib3.BaseHTTPResponse | None = None
+        deadline = WATCHDOG.start(timeout)
         try:
             try:
-                answer = connection.request(request.method, target, headers, request.body)
-            except CLOSED_BEFORE_ANSWER:
-                # An idle connection the server closed just as it was taken: a request that
-                # only reads is sent again on a new one (as Go's transport does); a write is
-                # left to the caller, which knows whether repeating it is safe.
-                connection.close()
-                if not reused or request.method not in REPLAYABLE:
-                    raise
-                connection = self._open(timeout)
-                answer = connection.request(request.method, target, headers, request.body)
-        except EXCHANGE_ERRORS as exc:
-            connection.close()
-            raise TransportError(f"{request.method} {request.path}: {exc}") from exc
-        if answer.keep_alive:
-            self._give(connection)
-        else:
-            connection.close()
-        return Response(answer.status, dict(answer.head.headers), answer.body)
+                response = final(self._open(request, headers, timeout))
+                body = read_body(response, self.max_body)
+            finally:
+                WATCHDOG.finish(deadline)
+            check(deadline)
+        except ERRORS as exc:
+            if response is not None:  # closed, and its slot given back to the pool
+                response.close()
+                response.release_conn()
+            raise TransportError(f"{request.method} {request.path}: "
+                                 f"{describe(exc, deadline)}") from exc
+        response.release_conn()
+        return Response(response.status, response.headers, body)
 
-    def _take(self, timeout: float) -> tuple[Connection, bool]:
-        """An idle connection the server has not closed (and ``True``), or a new one."""
-        while True:
-            with self._idle_lock:
-                connection = self._idle.pop() if self._idle else None
-            if connection is None:
-                return self._open(timeout), False
-            if not connection.dropped():
-                connection.settimeout(timeout)
-                return connection, True
-            connection.close()
-
-    def _open(self, timeout: float) -> Connection:
-        """A new connection (connected within 5 s at most) whose reads wait ``timeout``."""
-        try:
-            return Connection(self._host, self._port, timeout=timeout,
-                              connect_timeout=min(timeout, CONNECT_TIMEOUT), context=self._ssl)
-        except OSError as exc:
-            raise TransportError(f"connecting to {self.config.server}: {exc}") from exc
-
-    def _give(self, connection: Connection) -> None:
-        with self._idle_lock:
-            if len(self._idle) < self.pool_size:
-                self._idle.append(connection)
-                return
-        connection.close()
+    def _open(self, request: Request, headers: Mapping[str, str],
+              seconds: float) -> urllib3.BaseHTTPResponse:
+        return self._pool.urlopen(
+            request.method, self._prefix + request.url_path(), body=request.body,
+            headers=headers, redirect=False, assert_same_host=False,
+            timeout=socket_timeout(seconds), preload_content=False, decode_content=False)
 
     def close(self) -> None:
         """Close the idle connections (those in use close when their request ends)."""
-        with self._idle_lock:
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
+        self._pool.close()
 
     def stream(self, request: Request, timeout: float) -> tuple[int, Mapping[str, str],
                                                                  Streamed]:
         """Send ``request`` and return the response unread, for bodies that keep coming
-        (watches, ``follow`` logs), on a connection of its own that no other request shares.
-        ``timeout`` bounds each wait for more of the body. The caller reads it with
-        :meth:`Streamed.stream` and must :meth:`~Streamed.release_conn`."""
-        connection = self._open(timeout)
+        (watches, ``follow`` logs). ``timeout`` is the deadline of the answer's head and of
+        each later piece of the body. The caller reads it with :meth:`Streamed.stream` and
+        must :meth:`~Streamed.release_conn`."""
+        response: urllib3.BaseHTTPResponse | None = None
+        deadline = WATCHDOG.start(timeout)
         try:
-            status, head, framing = connection.open_stream(
-                request.method, self._prefix + request.url_path(), self._headers("*/*"))
-        except EXCHANGE_ERRORS as exc:
-            connection.close()
-            raise TransportError(f"{request.method} {request.path}: {exc}") from exc
-        return status, dict(head.headers), Streamed(connection, framing)
+            try:
+                response = final(self._open(request, self._headers("*/*"), timeout))
+                sock = deadline.sockets[-1] if deadline.sockets else None
+            finally:
+                WATCHDOG.finish(deadline)
+            check(deadline)
+        except ERRORS as exc:
+            if response is not None:
+                response.close()
+                response.release_conn()
+            raise TransportError(f"{request.method} {request.path}: "
+                                 f"{describe(exc, deadline)}") from exc
+        return response.status, response.headers, Streamed(response, sock, timeout)
 
 
 class Streamed:
     r"""A response body read as it comes. Each piece :meth:`stream` yields is what arrived in
-    one read (for a chunked body, one chunk: one watch event, as the API server flushes
-    them). Read failures are :class:`TransportError`\ s."""
+    one read of at most ``amount`` bytes; for a chunked body, one chunk (one watch event, as
+    the API server flushes them) or ``amount`` bytes of a larger one. Each piece has
+    ``timeout`` seconds to come whole. Read failures are :class:`TransportError`\ s."""
 
-    def __init__(self, connection: Connection, framing: Framing) -> None:
-        self._connection = connection
-        self._framing = framing
+    def __init__(self, response: urllib3.BaseHTTPResponse, sock: socket | None,
+                 timeout: float) -> None:
+        self._response = response
+        self._sock = sock
+        self._timeout = timeout
+        self._done = False
 
     def read(self) -> bytes:
         return b"".join(self.stream(1 << 20))
 
     def stream(self, amount: int) -> Iterator[bytes]:
-        try:
-            yield from self._connection.stream(self._framing, amount)
-        except EXCHANGE_ERRORS as exc:
-            raise TransportError(f"reading the body: {exc}") from exc
+        response = self._response
+        pieces = (response.read_chunked(amount, decode_content=False) if response.chunked
+                  else self._reads(amount))
+        while True:
+            deadline = WATCHDOG.start(self._timeout, self._sock)
+            try:
+                try:
+                    piece = next(pieces, None)
+                finally:
+                    WATCHDOG.finish(deadline)
+                check(deadline)
+            except ERRORS as exc:
+                raise TransportError(f"reading the body: {describe(exc, deadline)}") from exc
+            if piece is None:
+                self._done = True
+                return
+            yield piece
+
+    def _reads(self, amount: int) -> Iterator[bytes]:
+        while piece := self._response.read1(amount, decode_content=False):
+            yield piece
 
     def release_conn(self) -> None:
-        """Close the connection: a body left unread cannot be followed by another request."""
-        self._connection.close()
+        """Give the connection back to the pool when the body was read to its end, else
+        close it: a body left unread cannot be followed by another request."""
+        if not self._done:
+            self._response.close()
+        self._response.release_conn()
 
 
 def _ssl_context(config: ClusterConfig) -> ssl.SSLContext:
     """The TLS settings of ``config``: its CA (or the system's), its client certificate, or no
     verification at all when the kubeconfig says ``insecure-skip-tls-verify``."""
-    context = ssl.create_default_context(cafile=config.ca_file)
+    context = create_urllib3_context()
     if config.insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    elif config.ca_file:
+        context.load_verify_locations(cafile=config.ca_file)
+    else:
+        context.load_default_certs()
     if config.client_cert_file:
         context.load_cert_chain(config.client_cert_file, config.client_key_file)
     return context
+

@@ -2,6 +2,11 @@
 per origin (a connection per event would cost the receiving function an accept and a new
 request cycle each time, which a Broker or Knative's queue-proxy never imposes), an answer that
 is never an exception.
+
+The HTTP is urllib3's, through the pools of :mod:`functions.kube.pools`: a deadline on each
+POST whatever the subscriber sends, a size limit on its answer, and a pooled connection
+checked before it carries another event (one the subscriber closed while it was idle, or with
+bytes on it nobody asked for, is closed instead).
 """
 
 from __future__ import annotations
@@ -13,18 +18,36 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+import urllib3
+from urllib3.util import Retry
+from urllib3.util.ssl_ import create_urllib3_context
+
 from functions.core.delivery import parse_retry_after
-from functions.kube.transport import CLOSED_BEFORE_ANSWER, EXCHANGE_ERRORS
-from functions.kube.wire import Connection
+from functions.kube.pools import (
+    ERRORS,
+    WATCHDOG,
+    check,
+    describe,
+    final,
+    new_pool,
+    read_body,
+    socket_timeout,
+)
 
 # Headers of one hop, never forwarded: connection-level ones (RFC 9110 section 7.6.1) and
 # what the sender sets itself.
 HOP_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding",
                          "transfer-encoding", "keep-alive", "te", "upgrade"})
-# What a keep-alive connection raises when the server closed it while idle: the event never
-# reached the server, so sending it again on a new connection is safe (deliveries are
-# at-least-once anyway).
-STALE = CLOSED_BEFORE_ANSWER
+# A POST whose connection ends before any answer's head (a pooled connection the subscriber
+# closed while it was idle, just as it was taken; a reset; an answer that is not HTTP) is a
+# "read" error to urllib3, and is sent once more on a new connection: the event most likely
+# never reached the subscriber, and deliveries are at-least-once anyway. Nothing else is
+# retried here (a refused connection, a status): the delivery's own retries do that.
+RESEND = Retry(total=1, connect=0, read=1, redirect=0, status=0, other=0,
+               allowed_methods=None, raise_on_redirect=False, raise_on_status=False,
+               respect_retry_after_header=False)
+# The largest answer read: a reply event, or a problem document.
+MAX_ANSWER = 16 << 20
 Origin = tuple[str, str, int]
 
 
@@ -37,75 +60,73 @@ class SendResult:
 
 
 class ConnectionPool:
-    """Idle keep-alive connections by origin; each is used by one thread at a time."""
+    """Keep-alive connections by origin, at most ``max_idle`` idle ones each; thread-safe."""
 
-    def __init__(self, max_idle: int = 64) -> None:
+    def __init__(self, max_idle: int = 64, max_answer: int = MAX_ANSWER) -> None:
         self.max_idle = max_idle
-        self._idle: dict[Origin, list[Connection]] = {}
+        self.max_answer = max_answer
+        self._pools: dict[Origin, urllib3.HTTPConnectionPool] = {}
         self._lock = threading.Lock()
         self._tls: ssl.SSLContext | None = None
 
     def post(self, url: str, headers: Mapping[str, str], body: bytes,
-             timeout: float | None = 30.0) -> SendResult:
-        """POST ``body`` with ``headers`` (transport headers replaced); never raises."""
-        parts = urlsplit(url)
-        origin = (parts.scheme or "http", parts.hostname or "localhost",
-                  parts.port or (443 if parts.scheme == "https" else 80))
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+             timeout: float = 30.0) -> SendResult:
+        """POST ``body`` with ``headers`` (transport headers replaced) within ``timeout``
+        seconds; never raises."""
         outgoing = {k: v for k, v in headers.items() if k.lower() not in HOP_HEADERS}
-        for fresh in (False, True):
-            connection: Connection | None = None
-            reused = False
+        response: urllib3.BaseHTTPResponse | None = None
+        deadline = WATCHDOG.start(timeout)
+        try:
             try:
-                connection, reused = self._take(origin, timeout, fresh)
-                answer = connection.request("POST", path, outgoing, body)
-            except EXCHANGE_ERRORS as exc:
-                if connection is not None:
-                    connection.close()
-                if reused and isinstance(exc, STALE):
-                    continue
-                return SendResult(None, error=f"{type(exc).__name__}: {exc}")
-            if answer.keep_alive:
-                self._give(origin, connection)
-            else:
-                connection.close()
-            return SendResult(answer.status,
-                              parse_retry_after(answer.head.get("Retry-After"),
-                                                datetime.now(UTC)), body=answer.body)
-        raise AssertionError("unreachable: the second attempt uses a new connection")
+                parts = urlsplit(url)  # a bad address is a ValueError, as the answer's are
+                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                pool = self._pool(parts.scheme or "http", parts.hostname or "localhost",
+                                  parts.port or (443 if parts.scheme == "https" else 80))
+                response = final(pool.urlopen(
+                    "POST", path, body=body, headers=outgoing, redirect=False,
+                    assert_same_host=False, timeout=socket_timeout(timeout),
+                    preload_content=False, decode_content=False))
+                answer = read_body(response, self.max_answer)
+            finally:
+                WATCHDOG.finish(deadline)
+            check(deadline)
+        except ERRORS as exc:
+            if response is not None:
+                response.close()
+                response.release_conn()
+            return SendResult(None, error=describe(exc, deadline))
+        response.release_conn()
+        return SendResult(response.status,
+                          parse_retry_after(response.headers.get("Retry-After"),
+                                            datetime.now(UTC)), body=answer)
+
+    def _pool(self, scheme: str, host: str, port: int) -> urllib3.HTTPConnectionPool:
+        origin = (scheme, host, port)
+        pool = self._pools.get(origin)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(origin)
+                if pool is None:
+                    if scheme == "https" and self._tls is None:
+                        self._tls = create_urllib3_context()
+                        self._tls.load_default_certs()
+                    pool = self._pools[origin] = new_pool(
+                        scheme, host, port, maxsize=self.max_idle, retries=RESEND,
+                        ssl_context=self._tls if scheme == "https" else None)
+        return pool
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
-
-    def _take(self, origin: Origin, timeout: float | None,
-              fresh: bool) -> tuple[Connection, bool]:
-        if not fresh:
-            with self._lock:
-                connections = self._idle.get(origin)
-                connection = connections.pop() if connections else None
-            if connection is not None:
-                connection.settimeout(timeout)
-                return connection, True
-        if origin[0] == "https" and self._tls is None:
-            self._tls = ssl.create_default_context()
-        return Connection(origin[1], origin[2], timeout=timeout, connect_timeout=timeout,
-                          context=self._tls if origin[0] == "https" else None), False
-
-    def _give(self, origin: Origin, connection: Connection) -> None:
-        with self._lock:
-            connections = self._idle.setdefault(origin, [])
-            if len(connections) < self.max_idle:
-                connections.append(connection)
-                return
-        connection.close()
+            pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.close()
 
 
 def post_event(url: str, headers: Mapping[str, str], body: bytes,
-               timeout: float | None = 30.0) -> SendResult:
+               timeout: float = 30.0) -> SendResult:
     """POST one event on a connection of its own (closed afterwards); never raises."""
-    pool = ConnectionPool(max_idle=0)
-    return pool.post(url, headers, body, timeout)
+    pool = ConnectionPool(max_idle=1)
+    try:
+        return pool.post(url, headers, body, timeout)
+    finally:
+        pool.close()

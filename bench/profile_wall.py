@@ -14,7 +14,6 @@ one, and add up to the time the function spent in deliveries.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import pairwise
 from typing import Any
 
 from bench import go_profile
@@ -53,11 +52,9 @@ def request_stacks(stacks: Iterable[tuple[list[str], int]]) -> list[tuple[list[s
 
 
 def _waiting_for_a_slot(frames: list[str]) -> bool:
-    """Whether the frame after the request slots' is the wait for one (in ``threading``)."""
-    for frame, called in pairwise(frames):
-        if SLOTS in frame:
-            return "(threading.py" in called
-    return False
+    """Whether the sample waits for a request slot: the wait is a queue's ``get``, in C, so
+    the request slots' own frame is the leaf."""
+    return bool(frames) and SLOTS in frames[-1]
 
 
 def summarise(stacks: Iterable[tuple[list[str], int]], rate: float) -> dict[str, Any]:

@@ -8,11 +8,12 @@ What ``gthread`` lacks, and what this subclass adds:
 * **Deadlines per request, not per read.** ``gthread`` reads a request's head and body with a
   blocking socket and no timeout: a client sending a byte a minute holds a thread for as long
   as it likes. Here each connection's socket is a :class:`DeadlineSocket`: a request's head
-  must arrive whole within ``FUNCTIONS_REQUEST_HEAD_SECONDS`` (10) of its first byte being
-  read, its body within ``FUNCTIONS_REQUEST_BODY_SECONDS`` (30) of the app's first read of it
-  (the app's own time, before and after, does not count), and every write of the answer
-  within ``FUNCTIONS_ANSWER_WRITE_SECONDS`` (30). Past a deadline the connection is closed,
-  after a ``408`` when nothing of an answer was sent yet, logged at info.
+  must arrive whole within ``FUNCTIONS_REQUEST_HEAD_SECONDS`` (10) of its first bytes being
+  there to read, its body within ``FUNCTIONS_REQUEST_BODY_SECONDS`` (30) of the app's first
+  read of it (the app's own time, before and after, does not count), and every write of the
+  answer within ``FUNCTIONS_ANSWER_WRITE_SECONDS`` (30). Past a deadline the connection is
+  closed, logged at info: a late head after a ``408``, a late body after the app's own answer
+  for a body it could not read (or a ``408`` if it gave none).
 * **Probes answered while slow clients hold every request slot.** Knative probes the serving
   port itself (readiness through the queue-proxy, which probes this port too), so the probes
   cannot have a listener of their own. The thread pool has ``threads`` + :data:`PROBE_RESERVE`
@@ -20,9 +21,10 @@ What ``gthread`` lacks, and what this subclass adds:
   ``/health/readiness`` must take one of ``threads`` request slots (:class:`RequestSlots`)
   before the app reads its body, or is answered ``503`` with ``Retry-After`` when none frees
   within ``FUNCTIONS_REQUEST_SLOT_SECONDS`` (3). Slow bodies thus hold at most the request
-  slots, and the reserve answers the probes. A slow *head* holds a thread before its path is
-  known: that is bounded by the head deadline only, so enough slow heads at once can delay a
-  probe by up to that deadline.
+  slots, and the reserve answers the probes. What the reserve does not cover: a slow *head*
+  holds a thread before its path is known, bounded by the head deadline only, and a request
+  beyond the slots holds a thread while it waits for one, bounded by the slot wait; enough of
+  either at once can delay a probe by up to that deadline or that wait.
 * **Closing instead of draining.** Gunicorn drops an app's ``Connection: close`` as a
   hop-by-hop header and drains up to 64 KiB of an unread body to keep the connection. An
   answer whose app said ``Connection: close`` (every 413: the body was left unread past the

@@ -301,7 +301,7 @@ class Settings:
     namespace: str = ""
     subjects: frozenset[str] = frozenset()
     refresh_seconds: float = 60.0
-    min_refresh_seconds: float = 5.0
+    min_refresh_seconds: float = 2.0
 
     @property
     def enabled(self) -> bool:

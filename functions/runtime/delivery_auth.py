@@ -6,9 +6,11 @@ need, through the process's own client: a TokenReview of each token new to the p
 its own audience (:func:`functions.kube.reviews.review_token`), and the list of its Triggers,
 whose ``status.auth`` names the ServiceAccounts the Broker sends with. Both are kept, so a
 delivery costs no API request in the steady state: a token's review until the token's ``exp``
-(at most :data:`CACHE_LIMIT` tokens), the Triggers for ``refresh_seconds`` (60), listed again
-at once, at most every ``min_refresh_seconds`` (5), when a valid token of a subject not among
-them arrives (a Trigger just made). Thread-safe; one per process.
+(at most :data:`CACHE_LIMIT` tokens), the Triggers for ``refresh_seconds`` (60). A valid token
+of an identity not among them (a Trigger just made) has them listed again at once, at most
+every ``min_refresh_seconds`` (2; a delivery waits for that rather than be refused before a
+listing begun after its identity was first seen); that identity is then refused (403)
+without another listing. Thread-safe; one per process.
 
 Refusals are problem documents (401 with ``WWW-Authenticate: Bearer``, 403, 429 and 503 with
 ``Retry-After``), each counted (``functions_delivery_auth_total`` by function and reason) and
@@ -21,6 +23,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +62,7 @@ NO_EXPIRY_SECONDS = 60.0
 REVIEWS_PER_SECOND = 20.0
 REVIEW_BURST = 50.0
 UNAVAILABLE_RETRY_SECONDS = 5.0
+UNKNOWN_LIMIT = 1024
 
 Observe = Callable[[str], None]
 
@@ -74,7 +78,8 @@ class DeliveryAuth:
     def __init__(self, name: str, settings: Settings, rule: SenderRule,
                  kube: Callable[[], KubeClient], observe: Observe | None = None,
                  wall: Callable[[], float] = time.time,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.name = name
         self.settings = settings
         self.rule = rule
@@ -86,9 +91,14 @@ class DeliveryAuth:
         self._refresh = threading.Lock()
         self._reviews = ReviewCache(limit=CACHE_LIMIT)
         self._limit = RateLimit(REVIEWS_PER_SECOND, REVIEW_BURST)
+        self._sleep = sleep
         self._subjects: frozenset[str] | None = None
         self._failure: str | None = None
         self._attempted_at = float("-inf")
+        # when the last listing that succeeded began, and when each identity not among the
+        # Triggers' was first seen
+        self._listed_from = float("-inf")
+        self._unknown: OrderedDict[str, float] = OrderedDict()
         self._no_triggers_api = False
 
     # -- the verdict --------------------------------------------------------------------------
@@ -146,34 +156,57 @@ class DeliveryAuth:
         subjects, failure = self.allowed_subjects()
         if subjects is not None and subject in subjects:
             return Verdict(Reason.ACCEPTED, subject=subject)
-        # A subject not listed may be a Trigger made since: list again, at most so often.
-        subjects, failure = self.allowed_subjects(force=True)
-        if subjects is not None and subject in subjects:
-            return Verdict(Reason.ACCEPTED, subject=subject)
-        if failure is not None:
-            return Verdict(Reason.UNAVAILABLE, failure, subject=subject,
-                           retry_after=UNAVAILABLE_RETRY_SECONDS)
-        return Verdict(Reason.FORBIDDEN, f"{subject} is not the identity of a Trigger of "
-                       f"{self.name}", subject=subject)
+        # Not listed: perhaps a Trigger made since. The Broker sends for a Trigger only once
+        # it is Ready, its identity in its status, so a listing begun after the subject was
+        # first seen settles it; until one has, it is not refused.
+        first = self._first_seen(subject)
+        if self._listed_from < first:
+            subjects, failure = self._relist_after(first)
+            if subjects is not None and subject in subjects:
+                return Verdict(Reason.ACCEPTED, subject=subject)
+        if self._listed_from >= first:
+            return Verdict(Reason.FORBIDDEN, f"{subject} is not the identity of a Trigger of "
+                           f"{self.name}", subject=subject)
+        return Verdict(Reason.UNAVAILABLE, failure or "the Triggers could not be listed",
+                       subject=subject, retry_after=UNAVAILABLE_RETRY_SECONDS)
 
     # -- the Triggers -------------------------------------------------------------------------
 
-    def allowed_subjects(self, force: bool = False) -> tuple[frozenset[str] | None, str | None]:
+    def allowed_subjects(self) -> tuple[frozenset[str] | None, str | None]:
         """The subjects of the Triggers, listed again once ``refresh_seconds`` have passed
-        since the last listing (``min_refresh_seconds`` with ``force``); and why the last
-        listing failed, if it did (the subjects listed before that are kept)."""
-        if self._due(force):
+        since the last attempt; and why the last listing failed, if it did (the subjects
+        listed before that are kept)."""
+        if self._clock() - self._attempted_at >= self.settings.refresh_seconds:
             with self._refresh:
-                if self._due(force):  # else another thread has just listed
-                    self._list()
+                if self._clock() - self._attempted_at >= self.settings.refresh_seconds:
+                    self._list()  # else another thread has just listed
         return self._subjects, self._failure
 
-    def _due(self, force: bool) -> bool:
-        wait = self.settings.min_refresh_seconds if force else self.settings.refresh_seconds
-        return self._clock() - self._attempted_at >= wait
+    def _relist_after(self, first: float) -> tuple[frozenset[str] | None, str | None]:
+        """The subjects as a listing begun after ``first`` has them: one another thread began
+        since, or one begun now, once ``min_refresh_seconds`` have passed since the last
+        attempt (waiting for them: at most that long, so a flood of identities never listed
+        costs at most one listing per interval)."""
+        with self._refresh:
+            if self._listed_from < first:
+                wait = self.settings.min_refresh_seconds - (self._clock() - self._attempted_at)
+                if wait > 0:
+                    self._sleep(wait)
+                self._list()
+        return self._subjects, self._failure
+
+    def _first_seen(self, subject: str) -> float:
+        """When an identity not among the Triggers' was first seen (the last
+        :data:`UNKNOWN_LIMIT` of them are remembered)."""
+        with self._lock:
+            first = self._unknown.setdefault(subject, self._clock())
+            self._unknown.move_to_end(subject)
+            while len(self._unknown) > UNKNOWN_LIMIT:
+                self._unknown.popitem(last=False)
+            return first
 
     def _list(self) -> None:
-        self._attempted_at = self._clock()
+        began = self._attempted_at = self._clock()
         try:
             triggers = self._list_triggers()
         except (TemporaryError, ApiError) as exc:
@@ -181,6 +214,7 @@ class DeliveryAuth:
             log.warning("%s: %s", self.name, self._failure)
             return
         self._subjects, self._failure = self.rule.subjects(triggers), None
+        self._listed_from = began
 
     def _list_triggers(self) -> list[dict[str, Any]]:
         try:

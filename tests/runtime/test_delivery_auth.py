@@ -47,8 +47,13 @@ def api() -> FakeApiServer:
 def checker(api: FakeApiServer, settings: Settings = SETTINGS,
             clock: Clock | None = None) -> DeliveryAuth:
     kube = api.client()
+    clock = clock or Clock()
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+
     return DeliveryAuth("reconcile", settings, function_rule("reconcile"), lambda: kube,
-                        clock=clock or Clock())
+                        clock=clock, sleep=sleep)
 
 
 @pytest.mark.parametrize(("header", "reason", "status"), [
@@ -137,32 +142,52 @@ def test_triggers_out_of_reach_are_a_503_for_a_subject_not_yet_known(
     assert "Triggers could not be listed" in verdict.detail
 
 
-def test_a_trigger_made_since_the_last_listing_is_found_at_once_but_not_too_often(
+TRIGGER_LISTS = f"/apis/eventing.knative.dev/v1/namespaces/{NAMESPACE}/triggers"
+
+
+def test_a_trigger_made_since_the_last_listing_is_found_at_once(api: FakeApiServer) -> None:
+    """The Broker sends for a Trigger once it is Ready: a listing begun after its identity is
+    first seen has it. Such a listing is made at once, waiting for the interval since the
+    last one rather than refusing."""
+    clock = Clock()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    kube = api.client()
+    auth = DeliveryAuth("reconcile", SETTINGS, function_rule("reconcile"), lambda: kube,
+                        clock=clock, sleep=sleep)
+    auth.allowed_subjects()
+    lists = api.count(TRIGGER_LISTS)
+    api.triggers.append(trigger("new", "reconcile", "new-trigger-oidc"))
+    clock.now += 0.5
+    newcomer = f"system:serviceaccount:{NAMESPACE}:new-trigger-oidc"
+    assert auth.check(f"Bearer {token(subject=newcomer)}").accepted
+    assert (api.count(TRIGGER_LISTS), slept) == (lists + 1, [pytest.approx(1.5)])
+    # a listed identity costs no listing until the list is old
+    clock.now += 30
+    assert auth.check(f"Bearer {token()}").accepted
+    assert api.count(TRIGGER_LISTS) == lists + 1
+    clock.now += 60
+    assert auth.check(f"Bearer {token()}").accepted
+    assert api.count(TRIGGER_LISTS) == lists + 2
+
+
+def test_an_identity_refused_once_is_refused_again_without_a_listing(
         api: FakeApiServer) -> None:
     clock = Clock()
     auth = checker(api, clock=clock)
     auth.allowed_subjects()
-    lists = api.count(f"/apis/eventing.knative.dev/v1/namespaces/{NAMESPACE}/triggers")
-    newcomer = f"system:serviceaccount:{NAMESPACE}:new-trigger-oidc"
-    clock.now += 6
-    assert auth.check(f"Bearer {token(subject=newcomer)}").reason is Reason.FORBIDDEN
-    api.triggers.append(trigger("new", "reconcile", "new-trigger-oidc"))
-    # listed again at most every min_refresh_seconds: within them, still unknown
-    assert auth.check(f"Bearer {token(subject=newcomer, lifetime=3601)}").reason \
-        is Reason.FORBIDDEN
     clock.now += 5
-    assert auth.check(f"Bearer {token(subject=newcomer, lifetime=3602)}").accepted
-    assert api.count(f"/apis/eventing.knative.dev/v1/namespaces/{NAMESPACE}/triggers") == \
-        lists + 2
-    # a listed subject costs no listing until the list is old
-    clock.now += 30
-    assert auth.check(f"Bearer {token()}").accepted
-    assert api.count(f"/apis/eventing.knative.dev/v1/namespaces/{NAMESPACE}/triggers") == \
-        lists + 2
-    clock.now += 60
-    assert auth.check(f"Bearer {token()}").accepted
-    assert api.count(f"/apis/eventing.knative.dev/v1/namespaces/{NAMESPACE}/triggers") == \
-        lists + 3
+    assert auth.check(f"Bearer {token(subject=OTHER_SUBJECT)}").reason is Reason.FORBIDDEN
+    lists = api.count(TRIGGER_LISTS)
+    for extra in range(1, 20):
+        clock.now += 3
+        verdict = auth.check(f"Bearer {token(subject=OTHER_SUBJECT, lifetime=3600 + extra)}")
+        assert verdict.reason is Reason.FORBIDDEN
+    assert api.count(TRIGGER_LISTS) == lists  # 57 s: before the periodic listing
 
 
 def test_only_the_functions_own_triggers_count(api: FakeApiServer) -> None:

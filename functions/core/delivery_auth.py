@@ -98,8 +98,7 @@ def subject_of(namespace: str, service_account: str) -> str:
 
 
 def bearer_token(header: str | None) -> str | Verdict:
-    """The token of an ``Authorization: Bearer`` header, or why there is none. A token that is
-    not a JWT at all is refused here, before it costs the API server a review."""
+    """The token of an ``Authorization: Bearer`` header, or why there is none."""
     if header is None or not header.strip():
         return Verdict(Reason.MISSING, "a bearer token is required: the Broker sends one for "
                                        "the Trigger's audience when authentication-oidc is on")
@@ -109,11 +108,18 @@ def bearer_token(header: str | None) -> str | Verdict:
         return Verdict(Reason.MALFORMED, "the Authorization header is not 'Bearer <token>'")
     if len(token) > MAX_TOKEN_BYTES:
         return Verdict(Reason.MALFORMED, f"the bearer token exceeds {MAX_TOKEN_BYTES} bytes")
+    return token
+
+
+def not_a_jwt(token: str) -> Verdict | None:
+    """Why a token new to the receiver is refused before it costs the API server a review
+    (it is not a JWT at all), or ``None``. (Some 50 us: asked only of a token not yet
+    reviewed.)"""
     try:
         jwt.get_unverified_header(token)
     except jwt.PyJWTError:
         return Verdict(Reason.MALFORMED, "the bearer token is not a JWT")
-    return token
+    return None
 
 
 def digest(token: str) -> str:

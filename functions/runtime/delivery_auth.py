@@ -41,6 +41,7 @@ from functions.core.delivery_auth import (
     digest,
     expiry,
     function_rule,
+    not_a_jwt,
     reviewed,
     settings_from,
 )
@@ -130,6 +131,9 @@ class DeliveryAuth:
             wait = 0.0 if known is not None else self._limit.take(self._clock())
         if known is not None:
             return known
+        shapeless = not_a_jwt(token)
+        if shapeless is not None:
+            return shapeless
         if wait:
             return Verdict(Reason.BUSY, "too many tokens new to this function at once",
                            retry_after=wait)

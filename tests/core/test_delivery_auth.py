@@ -22,6 +22,7 @@ from functions.core.delivery_auth import (
     dead_letter_rule,
     expiry,
     function_rule,
+    not_a_jwt,
     reviewed,
     settings_from,
     trigger_subjects,
@@ -37,8 +38,6 @@ JWT = token()
     pytest.param(f"Basic {JWT}", Reason.MALFORMED, id="other-scheme"),
     pytest.param("Bearer", Reason.MALFORMED, id="no-token"),
     pytest.param(f"Bearer {JWT} extra", Reason.MALFORMED, id="two-words"),
-    pytest.param("Bearer not-a-jwt", Reason.MALFORMED, id="not-a-jwt"),
-    pytest.param("Bearer a.b.c", Reason.MALFORMED, id="three-segments-not-base64-json"),
     pytest.param("Bearer " + "e" * 20_000, Reason.MALFORMED, id="over-the-size-limit"),
     pytest.param(f"Bearer {JWT}", None, id="a-jwt"),
     pytest.param(f"bearer  {JWT} ", None, id="scheme-case-and-spaces"),
@@ -52,6 +51,16 @@ def test_the_header_gives_a_token_or_why_not(header: str | None,
         assert isinstance(found, Verdict) and found.reason is expected
         assert found.status == 401
         assert JWT not in found.detail
+
+
+@pytest.mark.parametrize(("token", "refused"), [
+    pytest.param("not-a-jwt", True, id="one-segment"),
+    pytest.param("a.b.c", True, id="three-segments-not-base64-json"),
+    pytest.param(JWT, False, id="a-jwt"),
+])
+def test_what_is_not_a_jwt_is_refused_before_a_review(token: str, refused: bool) -> None:
+    verdict = not_a_jwt(token)
+    assert (verdict is not None and verdict.reason is Reason.MALFORMED) is refused
 
 
 OK = {"authenticated": True, "audiences": [AUDIENCE],

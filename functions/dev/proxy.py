@@ -12,6 +12,12 @@ connection closed one backend connection and opened another, and each open costs
 trip to the target pod's network half and an accept in its server. A local pod's port is
 reached through its ``<port>.fd`` socket when it has one (:mod:`functions.dev.handoff`: a
 socket connected inside the pod, no relay), else through its relay socket.
+
+Both sides' HTTP is parsed and written by ``h11`` state machines, one per client connection
+and one per exchange with a backend: a malformed request is answered with its 4xx (400, or
+431 for a head over :data:`MAX_HEAD`) and its connection closed; a backend's answer that is
+not HTTP, or ends early, is a ``502 Bad Gateway`` when nothing of it has been relayed yet, and
+otherwise ends the client's connection.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
-from functions.core import http1
+import h11
+
 from functions.dev import handoff
 from functions.dev.core.routes import Backend, NoRoute
-from functions.dev.podnet import CHUNK, pipe, splice
+from functions.dev.podnet import CHUNK, splice
 
 log = logging.getLogger("functions.dev.network")
 
@@ -35,6 +43,16 @@ CONNECT_TIMEOUT = 5.0
 # A request body up to this size is read before it is sent, so that a request whose pooled
 # connection the backend had just closed can go again on a fresh one.
 REPLAYABLE_BODY = 1 << 20
+# The largest message head read (a request's or an answer's): h11 refuses one whose part
+# still incomplete after a read is longer, so a head may reach this plus one read (CHUNK).
+MAX_HEAD = 1 << 16
+# After refusing a request: how long and how much of what the client still sends is read.
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 1 << 20
+# Headers meant for the proxy itself, never passed on.
+PROXY_HEADERS = frozenset({b"proxy-connection", b"proxy-authorization", b"proxy-authenticate"})
+# What ends the exchange with a backend without a whole answer.
+UPSTREAM_ERRORS = (h11.ProtocolError, ConnectionError, OSError, TimeoutError)
 
 
 @dataclass
@@ -46,7 +64,10 @@ class Connection:
     idle_since: float = field(default_factory=time.monotonic)
 
     def usable(self, now: float, idle_seconds: float) -> bool:
+        """Open, not idle too long, and with nothing on it that nobody asked for (the stream
+        reader's buffer holds what arrived while it was idle)."""
         return (not self.writer.is_closing() and not self.reader.at_eof()
+                and not getattr(self.reader, "_buffer", b"")
                 and now - self.idle_since < idle_seconds)
 
     def close(self) -> None:
@@ -110,6 +131,56 @@ class UpstreamClosed(ConnectionError):
     """The backend closed the connection before any byte of an answer."""
 
 
+class BadGateway(ConnectionError):
+    """The backend's answer is not HTTP, or ended before it was whole."""
+
+
+class BadTarget(ValueError):
+    """A request target the proxy cannot send on (answered 400)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a proxied request goes and what the backend is sent as its request target."""
+
+    host: str
+    port: int
+    path: bytes
+
+
+def request_target(request: h11.Request) -> Target:
+    """The destination of a request to a proxy: ``CONNECT host:port``, an absolute
+    ``http://host[:port]/path``, or (origin form) the ``Host`` header."""
+    target = request.target.decode("ascii")  # h11 admits only visible ASCII here
+    if request.method == b"CONNECT":
+        host, port = _authority(target, 443)
+        return Target(host, port, b"")
+    if target.startswith("http://"):
+        parts = urlsplit(target)
+        host, port = _authority(parts.netloc, 80)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return Target(host, port, path.encode("ascii"))
+    if target.startswith("/"):
+        host_header = next((v for k, v in request.headers if k == b"host"), None)
+        if not host_header:
+            raise BadTarget("an origin-form request without Host")
+        host, port = _authority(host_header.decode("ascii"), 80)
+        return Target(host, port, request.target)
+    raise BadTarget(f"unsupported request target {target!r}")
+
+
+def _authority(text: str, default_port: int) -> tuple[str, int]:
+    """``host[:port]`` (an IPv6 host in brackets) as a host and a port."""
+    parts = urlsplit("//" + text)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise BadTarget(f"bad port in {text!r}") from exc
+    if not parts.hostname or parts.path or parts.query or parts.username is not None:
+        raise BadTarget(f"bad authority {text!r}")
+    return parts.hostname, port or default_port
+
+
 class Proxy:
     """Serves client connections (:meth:`handle`) with backends from ``pick(host, port)``."""
 
@@ -120,160 +191,219 @@ class Proxy:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One client connection: requests in turn (keep-alive), or one ``CONNECT`` tunnel."""
+        client = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         try:
-            while True:
-                raw = await read_head(reader)
-                if raw is None:
-                    return
-                head = http1.parse_head(raw)
-                target = http1.request_target(head)
-                try:
-                    backend = self.pick(target.host, target.port)
-                except NoRoute as exc:
-                    log.info("no route for %s:%s: %s", target.host, target.port, exc)
-                    writer.write(http1.status_response(502, "Bad Gateway", str(exc)))
-                    await writer.drain()
-                    if head.first == "CONNECT":
-                        return
-                    await relay_body(reader, _Discard(), http1.request_framing(head))
-                    continue
-                if head.first == "CONNECT":
-                    await self._tunnel(backend, reader, writer)
-                    return
-                if not await self._request(backend, head, target, reader, writer):
-                    return
-        except (TimeoutError, http1.BadMessage, ConnectionError, OSError,
-                asyncio.IncompleteReadError) as exc:
+            while await self._serve_one(client, reader, writer):
+                client.start_next_cycle()
+        except h11.RemoteProtocolError as exc:  # the client's: its own requests' parser
+            log.info("proxy: a malformed request: %s", exc)
+            await _answer(client, reader, writer, exc.error_status_hint, str(exc))
+        except BadTarget as exc:
+            log.info("proxy: %s", exc)
+            await _answer(client, reader, writer, 400, str(exc))
+        except (*UPSTREAM_ERRORS, asyncio.IncompleteReadError) as exc:
             log.debug("proxy connection ended: %s", exc)
-            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                writer.write(http1.status_response(502, "Bad Gateway", str(exc)))
+            await _answer(client, reader, writer, 502, str(exc))
         finally:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 writer.close()
 
-    async def _tunnel(self, backend: Backend, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
+    async def _serve_one(self, client: h11.Connection, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> bool:
+        """One request (or a tunnel): whether the client's connection goes on."""
+        request = await _next(client, reader)
+        if not isinstance(request, h11.Request):
+            return False  # the client closed between requests
+        target = request_target(request)
+        try:
+            backend = self.pick(target.host, target.port)
+        except NoRoute as exc:
+            log.info("no route for %s:%s: %s", target.host, target.port, exc)
+            if request.method == b"CONNECT":
+                await _answer(client, reader, writer, 502, str(exc))
+                return False
+            await _body(client, reader, keep=False)  # read to its end: the connection goes on
+            writer.write(_simple(client, 502, str(exc)))
+            await writer.drain()
+            return client.our_state is h11.DONE and client.their_state is h11.DONE
+        if request.method == b"CONNECT":
+            await self._tunnel(client, backend, reader, writer)
+            return False
+        return await self._request(client, request, target, backend, reader, writer)
+
+    async def _tunnel(self, client: h11.Connection, backend: Backend,
+                      reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             upstream = await self.upstreams.open(backend)
         except (TimeoutError, OSError) as exc:
-            writer.write(http1.status_response(502, "Bad Gateway", str(exc)))
-            await writer.drain()
+            await _answer(client, reader, writer, 502, str(exc))
             return
-        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        await writer.drain()
+        while not isinstance(await _next(client, reader), h11.EndOfMessage):
+            pass  # a CONNECT's body, if it has one, is nobody's
+        writer.write(client.send(h11.Response(status_code=200, headers=[],
+                                              reason=b"Connection established")))
+        early, _ = client.trailing_data  # what the client sent after its request's head
+        upstream.writer.write(early)
         await splice(reader, writer, upstream.reader, upstream.writer)
 
-    async def _request(self, backend: Backend, head: http1.Head, target: http1.Target,
-                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _request(self, client: h11.Connection, request: h11.Request, target: Target,
+                       backend: Backend, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> bool:
         """One request to ``backend`` on a pooled connection; whether the client's stays."""
-        framing = http1.request_framing(head)
-        body: bytes | None = b""
-        if framing.kind == "length" and framing.size <= REPLAYABLE_BODY:
-            body = await reader.readexactly(framing.size)
-        elif framing.kind != "none":
-            body = None
-        sent = http1.upstream_request(head, target)
+        headers = [(k, v) for k, v in request.headers if k not in PROXY_HEADERS]
+        if client.they_are_waiting_for_100_continue:
+            # Answered here: the body is read before the backend is asked (for a resend).
+            writer.write(client.send(h11.InformationalResponse(status_code=100, headers=[])))
+            headers = [(k, v) for k, v in headers if k != b"expect"]
+        if not any(k == b"host" for k, _ in headers):  # an HTTP/1.0 client's
+            host = f"[{target.host}]" if ":" in target.host else target.host
+            headers.insert(0, (b"host", f"{host}:{target.port}".encode("ascii")))
+        sent = h11.Request(method=request.method, target=target.path, headers=headers)
+        length = next((int(v) for k, v in headers if k == b"content-length"), None)
+        body = (await _body(client, reader)
+                if length is not None and length <= REPLAYABLE_BODY else None)
         upstream, reused = await self.upstreams.take(backend)
         try:
             try:
-                keep = await self._exchange(head, sent, body, reader, writer, upstream)
+                keep = await self._exchange(client, sent, body, reader, writer, upstream)
             except UpstreamClosed:
                 upstream.close()
                 if not reused or body is None:
                     raise
                 upstream = await self.upstreams.open(backend)
-                keep = await self._exchange(head, sent, body, reader, writer, upstream)
+                keep = await self._exchange(client, sent, body, reader, writer, upstream)
         except BaseException:
             upstream.close()
             raise
-        client_keeps, upstream_keeps = keep
-        if upstream_keeps:
+        if keep:
             self.upstreams.give(backend, upstream)
         else:
             upstream.close()
-        return client_keeps
+        return client.our_state is h11.DONE and client.their_state is h11.DONE
 
-    async def _exchange(self, head: http1.Head, sent: bytes, body: bytes | None,
+    async def _exchange(self, client: h11.Connection, sent: h11.Request,
+                        body: list[h11.Data | h11.EndOfMessage] | None,
                         reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        upstream: Connection) -> tuple[bool, bool]:
-        """Send one request on and its answer back: whether the client's connection and the
-        backend's stay open. ``body`` is the request body already read, or ``None`` to relay
-        it from ``reader``."""
+                        upstream: Connection) -> bool:
+        """Send one request on and its answer back; whether the backend's connection stays
+        open. ``body`` is the request body already read, or ``None`` to relay it as it comes."""
+        backend = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        upstream.writer.write(backend.send(sent))
         if body is None:
-            upstream.writer.write(sent)
-            await relay_body(reader, upstream.writer, http1.request_framing(head))
+            await _relay_body(client, reader, backend, upstream.writer)
         else:
-            upstream.writer.write(sent + body)
+            upstream.writer.write(b"".join(backend.send(event) or b"" for event in body))
             await upstream.writer.drain()
-        first = True
+        received = False
         while True:
             try:
-                raw = await read_head(upstream.reader)
+                event = backend.next_event()
+                if event is h11.NEED_DATA:
+                    data = await upstream.reader.read(CHUNK)
+                    if not data and not received:
+                        raise UpstreamClosed("the backend closed before answering")
+                    received = True
+                    backend.receive_data(data)
+                    continue
             except (ConnectionResetError, BrokenPipeError) as exc:
-                if first:
+                if not received:
                     raise UpstreamClosed(str(exc)) from exc
                 raise
-            if raw is None:
-                if first:
-                    raise UpstreamClosed("the upstream closed before answering")
-                raise ConnectionError("the upstream closed before answering")
-            first = False
-            answer = http1.parse_head(raw)
-            writer.write(raw + b"\r\n\r\n")
-            framing = http1.response_framing(answer, head.first)
-            if framing.kind == "close":
-                await pipe(upstream.reader, writer)
-                return False, False
-            await relay_body(upstream.reader, writer, framing)
-            if answer.second == "101":
-                await splice(reader, writer, upstream.reader, upstream.writer)
-                return False, False
-            if not answer.second.startswith("1"):
-                break
-        keep = http1.keeps_alive(head, head.third) and http1.keeps_alive(answer, answer.first)
-        return keep, keep
+            except h11.RemoteProtocolError as exc:
+                raise BadGateway(f"the backend's answer: {exc}") from exc
+            if not isinstance(event, h11.InformationalResponse | h11.Response | h11.Data
+                              | h11.EndOfMessage):
+                raise BadGateway("the backend closed in the middle of its answer")
+            writer.write(client.send(event) or b"")
+            if isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                await _switch(client, reader, writer, backend, upstream)
+                return False
+            if isinstance(event, h11.Data):
+                await writer.drain()
+            if isinstance(event, h11.EndOfMessage):
+                await writer.drain()
+                return (backend.our_state is h11.DONE and backend.their_state is h11.DONE
+                        and not backend.trailing_data[0])
 
 
-async def read_head(reader: asyncio.StreamReader) -> bytes | None:
-    """A message head without its final blank line, or ``None`` at a clean end of stream."""
-    try:
-        raw = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            return None
-        raise
-    except asyncio.LimitOverrunError as exc:
-        raise http1.BadMessage("message head too large") from exc
-    return raw[:-4]
+async def _next(connection: h11.Connection, reader: asyncio.StreamReader) -> h11.Event:
+    """The next event of ``connection``, reading from ``reader`` as it needs."""
+    while True:
+        event = connection.next_event()
+        if event is not h11.NEED_DATA:
+            return event  # type: ignore[return-value]
+        connection.receive_data(await reader.read(CHUNK))
 
 
-async def relay_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter | _Discard,
-                     framing: http1.Framing) -> None:
-    if framing.kind == "length":
-        remaining = framing.size
-        while remaining:
-            data = await reader.read(min(CHUNK, remaining))
-            if not data:
-                raise ConnectionError("body ended early")
-            writer.write(data)
-            remaining -= len(data)
-    elif framing.kind == "chunked":
-        while True:
-            line = await reader.readuntil(b"\r\n")
-            writer.write(line)
-            size = http1.chunk_size(line)
-            if size == 0:
-                while (trailer := await reader.readuntil(b"\r\n")) != b"\r\n":
-                    writer.write(trailer)
-                writer.write(b"\r\n")
-                break
-            writer.write(await reader.readexactly(size + 2))
-    await writer.drain()
+async def _body(client: h11.Connection, reader: asyncio.StreamReader, *,
+                keep: bool = True) -> list[h11.Data | h11.EndOfMessage]:
+    """The client's request body as events, read to its end (and dropped, unless ``keep``):
+    a body this reads whole has a length the caller has bounded."""
+    events: list[h11.Data | h11.EndOfMessage] = []
+    while True:
+        event = await _next(client, reader)
+        if isinstance(event, h11.Data):
+            if keep:
+                events.append(event)
+        elif isinstance(event, h11.EndOfMessage):
+            events.append(event)
+            return events
+        else:
+            raise ConnectionError("the client closed in the middle of its request")
 
 
-class _Discard:
-    def write(self, _: bytes) -> None:
-        pass
+async def _relay_body(client: h11.Connection, reader: asyncio.StreamReader,
+                      backend: h11.Connection, writer: asyncio.StreamWriter) -> None:
+    """The client's request body sent on as it comes."""
+    while True:
+        event = await _next(client, reader)
+        if not isinstance(event, h11.Data | h11.EndOfMessage):
+            raise ConnectionError("the client closed in the middle of its request")
+        writer.write(backend.send(event) or b"")
+        await writer.drain()
+        if isinstance(event, h11.EndOfMessage):
+            return
 
-    async def drain(self) -> None:
-        pass
+
+async def _switch(client: h11.Connection, reader: asyncio.StreamReader,
+                  writer: asyncio.StreamWriter, backend: h11.Connection,
+                  upstream: Connection) -> None:
+    """After a ``101 Switching Protocols``: both connections joined, with what each side's
+    parser had read past the switch handed to the other."""
+    writer.write(backend.trailing_data[0])
+    upstream.writer.write(client.trailing_data[0])
+    await splice(reader, writer, upstream.reader, upstream.writer)
+
+
+def _simple(client: h11.Connection, status: int, detail: str, *, close: bool = False) -> bytes:
+    """A short plain-text answer from the proxy itself."""
+    body = (detail + "\n").encode("utf-8", "replace")
+    headers = [(b"content-type", b"text/plain; charset=utf-8"),
+               (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    return b"".join(client.send(event) or b"" for event in (
+        h11.Response(status_code=status, headers=headers), h11.Data(data=body),
+        h11.EndOfMessage()))
+
+
+async def _answer(client: h11.Connection, reader: asyncio.StreamReader,
+                  writer: asyncio.StreamWriter, status: int, detail: str) -> None:
+    """Answer ``status`` if nothing of an answer has been sent yet, then end the connection:
+    our side first, then what the client still sends is read and dropped for a moment (a
+    connection closed with unread bytes is reset, and the reset can take the answer with it
+    before the client has read it)."""
+    if client.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        return
+    with contextlib.suppress(ConnectionError, OSError, RuntimeError, TimeoutError,
+                             h11.LocalProtocolError):
+        writer.write(_simple(client, status, detail, close=True))
+        if writer.can_write_eof():
+            writer.write_eof()
+        await asyncio.wait_for(_drop(reader), LINGER_SECONDS)
+
+
+async def _drop(reader: asyncio.StreamReader) -> None:
+    dropped = 0
+    while dropped < LINGER_BYTES and (data := await reader.read(CHUNK)):
+        dropped += len(data)

@@ -43,6 +43,7 @@ from functions.jobs.core.frameworks import (
     Framework,
 )
 from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API
+from functions.jobs.core.guards import newly_timed_out
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.planning import RESTARTS_ANNOTATION, Observed, Plan
@@ -118,14 +119,15 @@ def reconcile(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
             return None
         job_obj, job = found
         _pin_flavour(ctx, fw, job_obj)
-        observed = observe(ctx, job, fresh=fresh, launcher_rbac=True)
+        observed = observe(ctx, job, fresh=fresh, launcher_rbac=True, priorities=True)
         keys = new_ssh_keys() if job.framework == MPI and observed.secret is None else None
         plan = reconcile_plan(observed, ctx.now(), SETTINGS, keys)
-        if fresh or not (plan.restarts or _replaces(plan, observed, job_obj)):
+        if fresh or not (plan.restarts or plan.suspend or _replaces(plan, observed, job_obj)):
             break
-        # A restart is counted and destroys evidence, and a replacement pod must not come from
-        # a job version that has not seen its end (its last restart counted, a final status):
-        # both are decided on fresh state.
+        # A restart is counted and destroys evidence, a pending timeout's suspension stops a
+        # job that a stale read may show waiting, and a replacement pod must not come from a
+        # job version that has not seen its end (its last restart counted, a final status):
+        # all are decided on fresh state.
         fresh = True
     execute(ctx, fw, job_obj, plan, RECONCILE_MANAGER)
     return _result(plan.requeue_after)
@@ -179,7 +181,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         current = _current_status(job_obj)
         if desired == current:
             return _result(outcome.requeue_after)
-        if not fresh and regresses(current, desired):
+        if not fresh and (regresses(current, desired) or newly_timed_out(current, desired)):
             fresh = True
             continue
         meta = job_obj["metadata"]

@@ -3,6 +3,7 @@ controls, from the reader (a watch cache, maybe lagging) or fresh from the API s
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -12,13 +13,13 @@ from typing import Any
 from functions.core.keys import ObjectKey
 from functions.jobs.core import mpi, mpi_v1
 from functions.jobs.core.frameworks import LABEL_JOB_NAME, MPI, MPI_V1, Framework
-from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, podgroup_api_version
+from functions.jobs.core.gang import PLUGINS_API, VOLCANO_API, held_since, podgroup_api_version
 from functions.jobs.core.model import Job, Obj, parse_job, reparse_job
 from functions.jobs.core.planning import Observed
 from functions.jobs.core.pods import controlled_by, uid_of
 from functions.jobs.core.settings import KUBECTL_DELIVERY_IMAGE, Settings
 from functions.kube import resources
-from functions.kube.client import KubeClient
+from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource
 from functions.runtime.registry import Context, Reader
 
@@ -28,6 +29,7 @@ RESOURCES: dict[str, Resource] = {
     "XGBoostJob": resources.XGBOOSTJOBS, "PaddleJob": resources.PADDLEJOBS,
     "JAXJob": resources.JAXJOBS,
 }
+log = logging.getLogger(__name__)
 PODGROUPS = {VOLCANO_API: resources.PODGROUPS_VOLCANO,
              PLUGINS_API: resources.PODGROUPS_SCHEDULER_PLUGINS}
 
@@ -47,6 +49,10 @@ def settings_from_env(environ: dict[str, str] | None = None) -> Settings:
 
 SETTINGS = settings_from_env()
 _served: dict[str, tuple[bool, float]] = {}
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
+                            namespaced=False)
+# How long the PriorityClasses read for a PodGroup's minResources are taken as current.
+PRIORITIES_TTL_SECONDS = 60.0
 
 
 def _podgroups_served(kube: KubeClient, api_version: str) -> bool:
@@ -57,6 +63,43 @@ def _podgroups_served(kube: KubeClient, api_version: str) -> bool:
     served = any(r.kind == "PodGroup" for r in kube.discover(api_version))
     _served[api_version] = (served, time.monotonic())
     return served
+
+
+class Priorities:
+    """The cluster's PriorityClasses (name -> value) and the ``globalDefault`` one's value,
+    read at most once a minute per process: a PodGroup's ``minResources`` orders replica
+    types by them (:func:`functions.jobs.core.gang.priority_order`), and they change about
+    as often as a cluster's policy does. Unreadable (no RBAC for them): every pod counts as
+    priority 0, the order of the framework, and a warning says so once a minute."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: tuple[float, dict[str, int], int] | None = None
+
+    def get(self, kube: KubeClient) -> tuple[dict[str, int], int]:
+        with self._lock:
+            read = self._read
+        if read is not None and time.monotonic() - read[0] < PRIORITIES_TTL_SECONDS:
+            return read[1], read[2]
+        values: dict[str, int] = {}
+        default = 0
+        try:
+            for item in kube.list(PRIORITY_CLASSES):
+                name = str((item.get("metadata") or {}).get("name") or "")
+                values[name] = int(item.get("value") or 0)
+                if item.get("globalDefault"):
+                    default = values[name]
+        except ApiError as exc:
+            if exc.status not in (403, 404):
+                raise
+            log.warning("cannot read PriorityClasses (%s): PodGroups order replica types as "
+                        "if every pod had priority 0", exc)
+        with self._lock:
+            self._read = (time.monotonic(), values, default)
+        return values, default
+
+
+PRIORITIES = Priorities()
 
 
 class ParsedJobs:
@@ -142,11 +185,12 @@ def _owned(obj: Obj | None, uid: str) -> Obj | None:
 
 
 def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = False,
-            launcher_rbac: bool = False) -> Observed:
+            launcher_rbac: bool = False, priorities: bool = False) -> Observed:
     """The children a job controls, from the reader (maybe a watch cache), or from the API
     server when ``fresh``. Pods and Services are listed by the job-name label. An MPIJob v1's
     launcher ServiceAccount, Role and RoleBinding are read only for ``launcher_rbac`` (the
-    reconcile function, which makes them; the others never need them)."""
+    reconcile function, which makes them; the others never need them); the PriorityClasses
+    (for the PodGroup, with gang scheduling) only for ``priorities`` (reconcile too)."""
     kube: Reader = ctx.kube if fresh else ctx.read
     selector = f"{LABEL_JOB_NAME}={job.name}"
     pods = kube.list(resources.PODS, job.namespace, label_selector=selector)
@@ -186,4 +230,7 @@ def observe(ctx: Context, job: Job, *, services: bool = True, fresh: bool = Fals
         if observed.podgroup_supported:
             observed.podgroup = _owned(kube.get(PODGROUPS[api_version], job.name,
                                                 job.namespace), job.uid)
+            observed.held_since = held_since(SETTINGS, observed.podgroup)
+            if priorities:
+                observed.priorities, observed.default_priority = PRIORITIES.get(ctx.kube)
     return observed

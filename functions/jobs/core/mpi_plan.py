@@ -6,12 +6,16 @@ from datetime import datetime
 
 from functions.jobs.core import mpi
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.guards import guards_of
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
 from functions.jobs.core.planning import (
     Observed,
     Plan,
     apply_if_changed,
+    count_restarts,
+    forget_deadline,
+    pending_timeout,
     restarts_due,
     sort_pods,
     workers_of,
@@ -43,10 +47,13 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
                        ssh_keys: object) -> Plan:
     plan = Plan()
     workers, launcher_pods = workers_of(observed)
-    outcome = derive_mpi_status(job, workers, observed.launcher, launcher_pods, now)
+    outcome = derive_mpi_status(job, workers, observed.launcher, launcher_pods, now,
+                                podgroup_since=observed.held_since)
     if job.status.finished or (outcome is not None and outcome.status.finished):
+        forget_deadline(plan, job)
         return plan
     if job.suspended:
+        forget_deadline(plan, job)
         keep_finished = job.run_policy.clean_pod_policy == "Running"
         plan.deletes += [w for w in workers if not terminating(w) and not (
             keep_finished and phase(w) in ("Succeeded", "Failed"))]
@@ -60,8 +67,10 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
         return plan
     if settings.gang_scheduler and observed.podgroup_supported:
         apply_if_changed(plan, observed.podgroup,
-                         desired_podgroup(job, settings, observed.podgroup))
+                         desired_podgroup(job, settings, observed.podgroup,
+                                          observed.priorities, observed.default_priority))
         if podgroup_waiting(settings, observed.podgroup):
+            pending_timeout(plan, job, observed.pods, now, observed.held_since)
             return plan
     if not any(name_of(s) == job.name for s in observed.services):
         plan.creates.append(mpi.service(job))
@@ -73,15 +82,28 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
         plan.applies.append(config)
     if observed.secret is None and isinstance(ssh_keys, mpi.SSHKeys):
         plan.creates.append(mpi.ssh_secret(job, ssh_keys))
-    _workers(plan, job, workers, settings)
-    _launcher(plan, job, observed, workers, settings)
+    whole = guards_of(job).whole_job
+    _workers(plan, job, workers, restarts_due(job, observed.pods if whole else workers),
+             settings)
+    if whole and plan.restarts:
+        # The whole job restarts (functions.jobs.core.restarts): the launcher Job goes with
+        # the workers, its pods with it, and is made again once they are back.
+        if observed.launcher is not None:
+            plan.deletes.append(observed.launcher)
+        count_restarts(plan, job, observed.pods, going=launcher_pods)
+    elif whole and any(terminating(w) for w in workers) and observed.launcher is None:
+        plan.look_again(WORKERS_READY_RECHECK_SECONDS)
+    else:
+        count_restarts(plan, job, observed.pods)
+        _launcher(plan, job, observed, workers, settings)
+    pending_timeout(plan, job, observed.pods, now, observed.held_since)
     return plan
 
 
-def _workers(plan: Plan, job: Job, workers: list[Obj], settings: Settings) -> None:
+def _workers(plan: Plan, job: Job, workers: list[Obj], restart: set[str],
+             settings: Settings) -> None:
     replicas = job.replicas("Worker")
-    present = sort_pods(plan, workers, replicas, restarts_due(job, workers),
-                        lambda pod: _worker_index(job, pod))
+    present = sort_pods(plan, workers, replicas, restart, lambda pod: _worker_index(job, pod))
     plan.creates += [mpi.worker_pod(job, i, settings) for i in range(replicas)
                      if i not in present]
 
@@ -100,8 +122,7 @@ def _launcher(plan: Plan, job: Job, observed: Observed, workers: list[Obj],
         if job.spec.launcher_creation_policy != "WaitForWorkersReady" or all_ready:
             plan.creates.append(mpi.launcher_job(job, settings))
         else:
-            plan.requeue_after = (WORKERS_READY_RECHECK_SECONDS if plan.requeue_after is None
-                                  else min(plan.requeue_after, WORKERS_READY_RECHECK_SECONDS))
+            plan.look_again(WORKERS_READY_RECHECK_SECONDS)
         return
     if (launcher.get("spec") or {}).get("suspend"):
         plan.applies.append(_resume_patch(job, settings))

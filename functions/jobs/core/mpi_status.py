@@ -13,8 +13,10 @@ from datetime import datetime
 from functions.jobs.core import conditions as c
 from functions.jobs.core.model import Condition, Job, JobStatus, Obj, ReplicaStatus
 from functions.jobs.core.objects import Notice
-from functions.jobs.core.pods import failed_pods, phase, replica_type_of
+from functions.jobs.core.pods import failed_pods, phase, replica_type_of, uid_of
+from functions.jobs.core.restarts import recorded_restarts, restart_message
 from functions.jobs.core.status import StatusOutcome
+from functions.jobs.core.verdicts import Verdict, judge
 
 EVENT_MESSAGE_LIMIT = 1024
 
@@ -35,8 +37,10 @@ def job_condition(batch_job: Obj | None, type_: str) -> Obj | None:
 
 
 def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
-                      launcher_pods: Sequence[Obj], now: datetime) -> StatusOutcome | None:
-    """Status of a defaulted MPIJob, or ``None`` when another manager owns it."""
+                      launcher_pods: Sequence[Obj], now: datetime, *,
+                      podgroup_since: datetime | None = None) -> StatusOutcome | None:
+    """Status of a defaulted MPIJob, or ``None`` when another manager owns it (the guards of
+    :mod:`.guards` judge its workers and launcher pods alike)."""
     if job.managed_externally:
         return None
     status = job.status.model_copy(deep=True)
@@ -54,6 +58,18 @@ def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
         status.start_time = c.rfc3339(now)
     if status.start_time is None and not job.suspended:
         status.start_time = c.rfc3339(now)
+    verdict: Verdict | None = None
+    if not job.suspended and not status.finished:
+        verdict = judge(job, [*workers, *launcher_pods], now, restarts=recorded_restarts(job),
+                        podgroup_since=podgroup_since)
+        counted = {uid_of(p) for p in verdict.pods}
+        workers = [w for w in workers if uid_of(w) in counted]
+        if verdict.failure is not None:
+            _complete(status, now)
+            _set(status, notices, c.FAILED, "True", f"MPIJob{verdict.failure.suffix}",
+                 verdict.failure.message, now, verdict.failure.event_type)
+            return StatusOutcome(status, notices)
+    whole = verdict is not None and verdict.guards.whole_job
     replica = {"Launcher": ReplicaStatus(), "Worker": ReplicaStatus()}
     if launcher is not None:
         _launcher(job, status, notices, replica["Launcher"], launcher, launcher_pods, now)
@@ -74,7 +90,7 @@ def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
         _set(status, notices, c.FAILED, "True", "MPIJobEvicted",
              f"{evicted}/{len(workers)} workers are evicted", now, "Warning")
     for failed in failed_pods(job, [w for w in workers if replica_type_of(job, w) == "Worker"]):
-        if failed.restart:
+        if failed.restart and not whole:
             _set(status, notices, c.RESTARTING, "True", "MPIJobRestarting",
                  f"job {job.name} is restarting because Worker replica(s) failed.", now,
                  "Warning")
@@ -89,7 +105,24 @@ def derive_mpi_status(job: Job, workers: Sequence[Obj], launcher: Obj | None,
     elif launcher is not None and replica["Launcher"].active >= 1 and running == len(workers):
         _set(status, notices, c.RUNNING, "True", "MPIJobRunning", f"MPIJob {who} is running.",
              now, "Normal")
-    return StatusOutcome(status, notices)
+    if verdict is None:
+        return StatusOutcome(status, notices)
+    if verdict.restart is not None and not status.finished:
+        _hold_restarting(job, status, notices, restart_message(job, verdict.restart), now)
+    return StatusOutcome(status, notices, None if status.finished
+                         else verdict.requeue_after(now))
+
+
+def _hold_restarting(job: Job, status: JobStatus, notices: list[Notice], message: str,
+                     now: datetime) -> None:
+    """A whole-job restart is due: Restarting until the pods are back (as
+    :func:`functions.jobs.core.status._hold_restarting`), kept as persisted when it was."""
+    before = job.status.condition(c.RESTARTING)
+    if before is not None and before.status == "True":
+        status.conditions = [x for x in status.conditions
+                             if x.type not in (c.RUNNING, c.RESTARTING)] + [before]
+        return
+    _set(status, notices, c.RESTARTING, "True", "MPIJobRestarting", message, now, "Warning")
 
 
 def _running_never_set(job: Job, status: JobStatus, now: datetime) -> None:

@@ -13,15 +13,19 @@ from datetime import datetime
 
 from functions.jobs.core import mpi, mpi_v1
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.guards import guards_of
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.planning import (
     Observed,
     Plan,
     apply_if_changed,
+    count_restarts,
+    forget_deadline,
+    pending_timeout,
     restarts_due,
     sort_pods,
 )
-from functions.jobs.core.pods import name_of, phase, terminating
+from functions.jobs.core.pods import name_of, phase, terminating, uid_of
 from functions.jobs.core.settings import Settings
 from functions.jobs.core.status import derive_status
 
@@ -32,41 +36,57 @@ LAUNCHER_WAIT_SECONDS = 1.0
 def mpi_v1_reconcile_plan(job: Job, observed: Observed, now: datetime,
                           settings: Settings) -> Plan:
     plan = Plan()
-    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
+    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts,
+                            podgroup_since=observed.held_since)
     if outcome is None or job.status.finished or outcome.status.finished:
+        forget_deadline(plan, job)
         return plan
     if job.suspended:
         plan.deletes += [p for p in observed.pods if not terminating(p)]
         if observed.podgroup is not None:
             plan.deletes.append(observed.podgroup)
+        forget_deadline(plan, job)
         return plan
     plan.requeue_after = outcome.requeue_after
     if settings.gang_scheduler and observed.podgroup_supported:
         apply_if_changed(plan, observed.podgroup,
-                         desired_podgroup(job, settings, observed.podgroup))
+                         desired_podgroup(job, settings, observed.podgroup,
+                                          observed.priorities, observed.default_priority))
         if podgroup_waiting(settings, observed.podgroup):
+            pending_timeout(plan, job, observed.pods, now, observed.held_since)
             return plan
+    _pods(plan, job, observed, settings)
+    count_restarts(plan, job, observed.pods)
+    pending_timeout(plan, job, observed.pods, now, observed.held_since)
+    return plan
+
+
+def _pods(plan: Plan, job: Job, observed: Observed, settings: Settings) -> None:
     launchers = [p for p in observed.pods if name_of(p) == mpi.launcher_name(job)]
     workers = [p for p in observed.pods if p not in launchers]
     ready = _auxiliary(plan, job, observed, workers)
     replicas = job.replicas("Worker")
-    present = sort_pods(plan, workers, replicas, restarts_due(job, workers))
+    restart = restarts_due(job, observed.pods)
+    present = sort_pods(plan, workers, replicas, restart)
     for index in range(replicas):
         if index not in present:
             pod, notices = mpi_v1.worker_pod(job, index, settings)
             plan.creates.append(pod)
             plan.notices.extend(notices)
-    # A finished launcher is never replaced (upstream neither): its end is the job's.
+    # A finished launcher is never replaced (upstream neither): its end is the job's; but a
+    # whole-job restart (functions.jobs.core.restarts) takes it with the workers.
     if launchers:
-        return plan
-    if ready and all(i in present for i in range(replicas)):
+        if guards_of(job).whole_job:
+            plan.restarts += [p for p in launchers
+                              if uid_of(p) in restart and not terminating(p)]
+        return
+    settled = not plan.restarts and not any(terminating(w) for w in workers)
+    if ready and settled and all(i in present for i in range(replicas)):
         pod, notices = mpi_v1.launcher_pod(job, settings)
         plan.creates.append(pod)
         plan.notices.extend(notices)
     else:
-        waits = [x for x in (plan.requeue_after, LAUNCHER_WAIT_SECONDS) if x is not None]
-        plan.requeue_after = min(waits)
-    return plan
+        plan.look_again(LAUNCHER_WAIT_SECONDS)
 
 
 def _auxiliary(plan: Plan, job: Job, observed: Observed, workers: list[Obj]) -> bool:

@@ -34,6 +34,9 @@ from functions.jobs.core.planning import (
     Observed,
     Plan,
     apply_if_changed,
+    count_restarts,
+    forget_deadline,
+    pending_timeout,
     restarts_due,
     sort_pods,
     workers_of,
@@ -50,8 +53,10 @@ def status_of(observed: Observed, now: datetime) -> StatusOutcome | None:
         return None
     if job.framework == MPI:
         workers, launchers = workers_of(observed)
-        return derive_mpi_status(job, workers, observed.launcher, launchers, now)
-    return derive_status(job, observed.pods, now, restarts=observed.restarts)
+        return derive_mpi_status(job, workers, observed.launcher, launchers, now,
+                                 podgroup_since=observed.held_since)
+    return derive_status(job, observed.pods, now, restarts=observed.restarts,
+                         podgroup_since=observed.held_since)
 
 
 def _needs_hpa(job: Job) -> bool:
@@ -84,26 +89,36 @@ def reconcile_plan(observed: Observed, now: datetime, settings: Settings,
         return mpi_reconcile_plan(job, observed, now, settings, ssh_keys)
     if job.framework == MPI_V1:
         return mpi_v1_reconcile_plan(job, observed, now, settings)
-    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts)
+    outcome = derive_status(job, observed.pods, now, restarts=observed.restarts,
+                            podgroup_since=observed.held_since)
     if outcome is None or job.status.finished or outcome.status.finished:
+        forget_deadline(plan, job)
         return plan
     if job.suspended:
         plan.deletes += [p for p in observed.pods if not terminating(p)]
         plan.deletes += observed.services
         plan.deletes += [x for x in (observed.hpa, observed.podgroup) if x is not None]
+        forget_deadline(plan, job)
         return plan
     plan.requeue_after = outcome.requeue_after
     if _needs_hpa(job):
         apply_if_changed(plan, observed.hpa, desired_hpa(job))
     elif observed.hpa is not None:
         plan.deletes.append(observed.hpa)
-    if settings.gang_scheduler and observed.podgroup_supported:
-        desired = desired_podgroup(job, settings, observed.podgroup)
-        apply_if_changed(plan, observed.podgroup, desired)
-        if podgroup_waiting(settings, observed.podgroup):
-            return plan
-    _replicas(plan, job, observed, settings)
+    if not (settings.gang_scheduler and observed.podgroup_supported and _podgroup(
+            plan, job, observed, settings)):
+        _replicas(plan, job, observed, settings)
+        count_restarts(plan, job, observed.pods)
+    pending_timeout(plan, job, observed.pods, now, observed.held_since)
     return plan
+
+
+def _podgroup(plan: Plan, job: Job, observed: Observed, settings: Settings) -> bool:
+    """Keep the job's PodGroup as desired; whether it holds the pods back (Volcano)."""
+    desired = desired_podgroup(job, settings, observed.podgroup, observed.priorities,
+                               observed.default_priority)
+    apply_if_changed(plan, observed.podgroup, desired)
+    return podgroup_waiting(settings, observed.podgroup)
 
 
 def _replicas(plan: Plan, job: Job, observed: Observed, settings: Settings) -> None:

@@ -36,9 +36,11 @@ from functions.jobs.core.pods import (
     restart_count_of_running,
     terminating,
 )
+from functions.jobs.core.restarts import WholeRestart, restart_message
+from functions.jobs.core.transitions import regresses as regresses
+from functions.jobs.core.verdicts import BACKOFF_MESSAGE, backoff_reached, judge
 
 DEADLINE_MESSAGE = "Job {name} has failed because it was active longer than specified deadline"
-BACKOFF_MESSAGE = "Job {name} has failed because it has reached the specified backoff limit"
 
 
 @dataclass
@@ -111,11 +113,13 @@ class _Builder:
                         "Normal")
 
 
-def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
-                  restarts: int = 0) -> StatusOutcome | None:
+def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *, restarts: int = 0,
+                  podgroup_since: datetime | None = None) -> StatusOutcome | None:
     """Status of a defaulted v1 job, or ``None`` when another manager owns it (no status).
 
-    ``restarts`` is the persisted count of pods the controller deleted for a restart.
+    ``restarts`` is the persisted count of pods the controller deleted for a restart;
+    ``podgroup_since``: since when a gang scheduler has held the job's pods back (its
+    pending timeout counts that too: :mod:`.guards`).
     """
     if job.managed_externally:
         return None
@@ -144,11 +148,17 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
     if b.status.is_true(c.SUSPENDED):
         b.set(c.SUSPENDED, "False", "Resumed", f"{fw.kind} {name} is resumed.", "Normal")
         b.status.start_time = c.rfc3339(now)
-    limit_message = _past_limits(job, b.status, pods, now, restarts)
+    verdict = judge(job, pods, now, restarts=restarts, podgroup_since=podgroup_since)
+    pods = verdict.pods
+    limit_message = _past_limits(job, b.status, pods, now, restarts, verdict.guards.whole_job)
     if limit_message is not None:
         b.finish(c.FAILED, "Failed", limit_message, "Normal")
         return StatusOutcome(b.status, b.notices)
-    _pod_failures(b, pods)
+    if verdict.failure is not None:
+        failure = verdict.failure
+        b.finish(c.FAILED, failure.suffix, failure.message, failure.event_type)
+        return StatusOutcome(b.status, b.notices)
+    _pod_failures(b, pods, whole=verdict.guards.whole_job)
     b.status.replica_statuses = count_replicas(job, pods)
     restarting_before = b.status.condition(c.RESTARTING)
     if fw == TENSORFLOW:
@@ -157,18 +167,43 @@ def derive_status(job: Job, pods: Sequence[Obj], now: datetime, *,
         rules = RULES.get(fw)
         if rules is not None:
             rules(b)
+    if verdict.restart is not None:
+        _hold_restarting(b, verdict.restart)
     if b.status.start_time is None:
         b.status.start_time = c.rfc3339(now)
-    return StatusOutcome(b.status, b.notices, _deadline_requeue(job, b.status, now))
+    requeues = [x for x in (_deadline_requeue(job, b.status, now),
+                            None if b.status.finished else verdict.requeue_after(now))
+                if x is not None]
+    return StatusOutcome(b.status, b.notices, min(requeues) if requeues else None)
+
+
+def _hold_restarting(b: _Builder, restart: WholeRestart) -> None:
+    """A whole-job restart is due: the job says Restarting until its pods are back, whatever
+    the survivors' phases make of it (a Running the rules set is taken back), unless it has
+    ended. Restarting already persisted is kept as it was, so a pass over the same state
+    writes nothing."""
+    if b.status.finished:
+        return
+    # The rules may have said Restarting of one replica type: this is the whole job's.
+    reason = b.job.framework.reason("Restarting")
+    b.notices = [n for n in b.notices if n.reason != reason]
+    before = b.job.status.condition(c.RESTARTING)
+    if before is not None and before.status == "True":
+        b.status.conditions = [x for x in b.status.conditions
+                               if x.type not in (c.RUNNING, c.RESTARTING)] + [before]
+        return
+    b.status.conditions = [x for x in b.status.conditions if x.type != c.RESTARTING]
+    b.set(c.RESTARTING, "True", "Restarting", restart_message(b.job, restart), "Warning")
 
 
 def _past_limits(job: Job, status: JobStatus, pods: Sequence[Obj], now: datetime,
-                 restarts: int) -> str | None:
+                 restarts: int, whole: bool) -> str | None:
+    """backoffLimit (per pod: whole-job restarts are :func:`~.verdicts.judge`'s) and
+    activeDeadlineSeconds."""
     policy = job.run_policy
-    if policy.backoff_limit is not None:
+    if policy.backoff_limit is not None and not whole:
         total = restarts + restart_count_of_running(job, pods)
-        limit = policy.backoff_limit
-        if (limit == 0 and total > 0) or (limit > 0 and total >= limit):
+        if backoff_reached(policy.backoff_limit, total):
             return BACKOFF_MESSAGE.format(name=job.name)
     started = c.parse_time(status.start_time)
     ads = policy.active_deadline_seconds
@@ -185,8 +220,9 @@ def _deadline_requeue(job: Job, status: JobStatus, now: datetime) -> float | Non
     return max(0.0, ads - (now - started).total_seconds())
 
 
-def _pod_failures(b: _Builder, pods: Sequence[Obj]) -> None:
-    """Restart-policy verdicts on Failed pods, and an Event per terminated default container."""
+def _pod_failures(b: _Builder, pods: Sequence[Obj], *, whole: bool = False) -> None:
+    """Restart-policy verdicts on Failed pods, and an Event per terminated default container
+    (``whole``: a restart is the whole job's, :func:`_hold_restarting`)."""
     job = b.job
     for rtype, group in by_type(job, pods).items():
         container = exit_container_name(job, rtype)
@@ -197,7 +233,7 @@ def _pod_failures(b: _Builder, pods: Sequence[Obj]) -> None:
                                         f"Pod: {job.namespace}.{name_of(pod)} exited with "
                                         f"code {code}"))
     for failed in failed_pods(job, pods):
-        if failed.restart:
+        if failed.restart and not whole:
             b.set(c.RESTARTING, "True", "Restarting",
                   f"job {job.name} is restarting because {failed.replica_type} replica(s) "
                   "failed.", "Warning")
@@ -356,26 +392,3 @@ RULES: dict[Framework, Callable[[_Builder], None]] = {
     JAX: _master_or_workers_rules, MXNET: _mxnet_rules, XGBOOST: _xgboost_rules,
     MPI_V1: _mpi_v1_rules,
 }
-
-
-def regresses(persisted: Obj, derived: Obj) -> bool:
-    """Whether ``derived`` moves a status backwards from ``persisted`` (both in wire form): a
-    replica counter that drops, or a condition that stops being True.
-
-    Such moves are legitimate (a restart, Running turning False when the job finishes) but
-    rare, and they are exactly what a stale read of the pods would produce, so the status
-    function confirms them on fresh state before writing.
-    """
-    before = persisted.get("replicaStatuses") or {}
-    after = derived.get("replicaStatuses") or {}
-    for rtype, counts in before.items():
-        now = after.get(rtype) or {}
-        if any(int(now.get(k) or 0) < int(counts.get(k) or 0)
-               for k in ("active", "succeeded", "failed")):
-            return True
-    return bool(_true_conditions(persisted) - _true_conditions(derived))
-
-
-def _true_conditions(status: Obj) -> set[str]:
-    return {str(c.get("type")) for c in status.get("conditions") or []
-            if c.get("status") == "True"}

@@ -55,3 +55,26 @@ def status_transitions(before: Obj, after: Obj) -> StatusTransitions:
         restarted=_true(after, "Restarting") and not _true(before, "Restarting"),
         failed_pods=sum(max(0, count - was.get(rtype, 0)) for rtype, count in now.items()),
     )
+
+
+def regresses(persisted: Obj, derived: Obj) -> bool:
+    """Whether ``derived`` moves a status backwards from ``persisted`` (both in wire form): a
+    replica counter that drops, or a condition that stops being True.
+
+    Such moves are legitimate (a restart, Running turning False when the job finishes) but
+    rare, and they are exactly what a stale read of the pods would produce, so the status
+    function confirms them on fresh state before writing.
+    """
+    before = persisted.get("replicaStatuses") or {}
+    after = derived.get("replicaStatuses") or {}
+    for rtype, counts in before.items():
+        now = after.get(rtype) or {}
+        if any(int(now.get(k) or 0) < int(counts.get(k) or 0)
+               for k in ("active", "succeeded", "failed")):
+            return True
+    return bool(_true_conditions(persisted) - _true_conditions(derived))
+
+
+def _true_conditions(status: Obj) -> set[str]:
+    return {str(c.get("type")) for c in status.get("conditions") or []
+            if c.get("status") == "True"}

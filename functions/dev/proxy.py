@@ -29,12 +29,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import h11
 
 from functions.dev import handoff
 from functions.dev.core.routes import Backend, NoRoute
+from functions.dev.core.targets import BadTarget, Target, host_header, request_target
 from functions.dev.podnet import CHUNK, splice
 
 log = logging.getLogger("functions.dev.network")
@@ -135,52 +135,6 @@ class BadGateway(ConnectionError):
     """The backend's answer is not HTTP, or ended before it was whole."""
 
 
-class BadTarget(ValueError):
-    """A request target the proxy cannot send on (answered 400)."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a proxied request goes and what the backend is sent as its request target."""
-
-    host: str
-    port: int
-    path: bytes
-
-
-def request_target(request: h11.Request) -> Target:
-    """The destination of a request to a proxy: ``CONNECT host:port``, an absolute
-    ``http://host[:port]/path``, or (origin form) the ``Host`` header."""
-    target = request.target.decode("ascii")  # h11 admits only visible ASCII here
-    if request.method == b"CONNECT":
-        host, port = _authority(target, 443)
-        return Target(host, port, b"")
-    if target.startswith("http://"):
-        parts = urlsplit(target)
-        host, port = _authority(parts.netloc, 80)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        return Target(host, port, path.encode("ascii"))
-    if target.startswith("/"):
-        host_header = next((v for k, v in request.headers if k == b"host"), None)
-        if not host_header:
-            raise BadTarget("an origin-form request without Host")
-        host, port = _authority(host_header.decode("ascii"), 80)
-        return Target(host, port, request.target)
-    raise BadTarget(f"unsupported request target {target!r}")
-
-
-def _authority(text: str, default_port: int) -> tuple[str, int]:
-    """``host[:port]`` (an IPv6 host in brackets) as a host and a port."""
-    parts = urlsplit("//" + text)
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise BadTarget(f"bad port in {text!r}") from exc
-    if not parts.hostname or parts.path or parts.query or parts.username is not None:
-        raise BadTarget(f"bad authority {text!r}")
-    return parts.hostname, port or default_port
-
-
 class Proxy:
     """Serves client connections (:meth:`handle`) with backends from ``pick(host, port)``."""
 
@@ -214,7 +168,8 @@ class Proxy:
         request = await _next(client, reader)
         if not isinstance(request, h11.Request):
             return False  # the client closed between requests
-        target = request_target(request)
+        target = request_target(request.method, request.target,
+                                next((v for k, v in request.headers if k == b"host"), None))
         try:
             backend = self.pick(target.host, target.port)
         except NoRoute as exc:
@@ -256,8 +211,7 @@ class Proxy:
             writer.write(client.send(h11.InformationalResponse(status_code=100, headers=[])))
             headers = [(k, v) for k, v in headers if k != b"expect"]
         if not any(k == b"host" for k, _ in headers):  # an HTTP/1.0 client's
-            host = f"[{target.host}]" if ":" in target.host else target.host
-            headers.insert(0, (b"host", f"{host}:{target.port}".encode("ascii")))
+            headers.insert(0, (b"host", host_header(target)))
         sent = h11.Request(method=request.method, target=target.path, headers=headers)
         length = next((int(v) for k, v in headers if k == b"content-length"), None)
         body = (await _body(client, reader)

@@ -314,3 +314,13 @@ def test_a_reused_connection_closed_before_answering(method: str, sent_again: bo
             with pytest.raises(TransportError):
                 transport.send(Request(method, "/x"), 5)
         assert len(server.heads) == (3 if sent_again else 2)
+
+
+def test_a_streamed_body_read_whole_has_the_size_limit() -> None:
+    """An error's body read whole from a stream (a watch refused) stops at the limit."""
+    endless = forever(CHUNKED, b"10000\r\n" + b"x" * (1 << 16) + b"\r\n", pace=0)
+    with serving(endless, max_body=LIMIT) as (_, transport):
+        _, _, raw = transport.stream(Request("GET", "/x"), 5)
+        with pytest.raises(TransportError, match="over the limit"):
+            raw.read()
+        raw.release_conn()

@@ -7,7 +7,7 @@ would, and the decorated pods stay Pending (nothing schedules for their schedule
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +157,59 @@ def test_scheduler_plugins_podgroup_labels_and_suspend(
     driver.run_until(lambda: podgroup(driver, PLUGINS) is None and not driver.live_pods(),
                      what="PodGroup and pods deleted on suspend")
     assert podgroups_counted(before) == (1, 1)
+
+
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
+                            namespaced=False)
+
+
+@pytest.fixture
+def priority_classes(kube: KubeClient, namespace: str,
+                     monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A high and a low PriorityClass of this test's own (they are cluster-scoped), read
+    afresh by the handlers."""
+    names = {"high": f"{namespace}-high", "low": f"{namespace}-low"}
+    for key, value in (("high", 1000), ("low", -10)):
+        kube.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                     "metadata": {"name": names[key]}, "value": value},
+                    res=PRIORITY_CLASSES)
+    monkeypatch.setattr(reads, "PRIORITIES", reads.Priorities())
+    yield names
+    for name in names.values():
+        kube.delete(PRIORITY_CLASSES, name)
+
+
+# For every kind (both MPIJob flavours): the last replica type (in the framework's order) is
+# made the high-priority one, the others low, and its pods alone ask for a GPU, under limits
+# only; minMember is that type's replica count, so minResources is its pods' alone.
+@pytest.mark.parametrize("kind", [
+    pytest.param(kind, id=kind.lower()) for kind in (
+        "PyTorchJob", "TFJob", "MXJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
+        "MPIJob-v1")])
+def test_min_resources_take_gpu_limits_and_priority_order(
+        kube: KubeClient, namespace: str, gang: Callable[[str], None],
+        priority_classes: dict[str, str], kind: str) -> None:
+    gang("scheduler-plugins")
+    job = for_test(sample(kind), "prio", namespace)
+    specs = specs_of(job)
+    first = list(specs)[-1]
+    for rtype, spec in specs.items():
+        pod_spec = spec["template"]["spec"]
+        pod_spec["priorityClassName"] = priority_classes["high" if rtype == first else "low"]
+        if rtype == first:
+            pod_spec["containers"][0]["resources"] = {
+                "requests": {"cpu": "250m"}, "limits": {"cpu": "500m", "nvidia.com/gpu": "1"}}
+    members = int(specs[first].get("replicas", 1))
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": members}
+    driver = JobDriver(kube, job)
+    driver.create(job)
+    group = driver.run_until(lambda: podgroup(driver, PLUGINS), what="the PodGroup")
+    cpu = 250 * members
+    assert group["spec"]["minResources"] == {
+        "cpu": f"{cpu // 1000}" if cpu % 1000 == 0 else f"{cpu}m",
+        "nvidia.com/gpu": str(members)}
+    # the pods as created carry the class, and admission gave them its value
+    driver.run_until(lambda: driver.pods(), what="pods")
+    high = [p for p in driver.pods()
+            if p["spec"].get("priorityClassName") == priority_classes["high"]]
+    assert high and all(p["spec"]["priority"] == 1000 for p in high)

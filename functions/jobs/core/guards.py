@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from functions.jobs.core import conditions as c
-from functions.jobs.core.model import Job, Obj
+from functions.jobs.core.model import Job, JobStatus, Obj
 
 PREFIX = "training.opendatahub.io/"
 PENDING_TIMEOUT = f"{PREFIX}pending-timeout"
@@ -220,3 +220,10 @@ def newly_timed_out(persisted: Obj, derived: Obj) -> bool:
         return ""
     return (reason(derived).endswith(PENDING_TIMEOUT_SUFFIX)
             and not reason(persisted).endswith(PENDING_TIMEOUT_SUFFIX))
+
+
+def timed_out(status: JobStatus | None) -> bool:
+    """Whether ``status`` says the job failed by its pending timeout."""
+    failed = status.condition(c.FAILED) if status is not None else None
+    return (failed is not None and failed.status == "True"
+            and failed.reason.endswith(PENDING_TIMEOUT_SUFFIX))

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from functions.jobs.core import mpi
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
-from functions.jobs.core.guards import guards_of
+from functions.jobs.core.guards import guards_of, timed_out
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_status import derive_mpi_status
 from functions.jobs.core.planning import (
@@ -51,6 +51,12 @@ def mpi_reconcile_plan(job: Job, observed: Observed, now: datetime, settings: Se
                                 podgroup_since=observed.held_since)
     if job.status.finished or (outcome is not None and outcome.status.finished):
         forget_deadline(plan, job)
+        ended = job.status if job.status.finished else outcome.status if outcome else None
+        if timed_out(ended) and observed.launcher is not None and not (
+                observed.launcher.get("spec") or {}).get("suspend"):
+            # Its pods never ran either: suspended, the launcher Job lets them go (and keeps
+            # no log worth keeping).
+            plan.applies.append(_suspend_patch(job, True))
         return plan
     if job.suspended:
         forget_deadline(plan, job)

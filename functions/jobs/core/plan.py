@@ -26,6 +26,7 @@ from functions.jobs.core import objects as o
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.frameworks import MPI, MPI_V1, PYTORCH
 from functions.jobs.core.gang import desired_podgroup, podgroup_waiting
+from functions.jobs.core.guards import timed_out
 from functions.jobs.core.model import Job, Obj
 from functions.jobs.core.mpi_plan import mpi_reconcile_plan
 from functions.jobs.core.mpi_status import derive_mpi_status
@@ -144,12 +145,14 @@ def _replicas(plan: Plan, job: Job, observed: Observed, settings: Settings) -> N
 def gc_may_act(job: Job, gang_scheduling: bool) -> bool:
     """Whether :func:`gc_plan` can find work for this finished job (else skip reading it).
 
-    Only cleanPodPolicy, ttlSecondsAfterFinished and a gang scheduler's PodGroup give gc
-    something to delete once the job is finished.
+    Only cleanPodPolicy, ttlSecondsAfterFinished, a gang scheduler's PodGroup and the pods
+    still Pending when a pending timeout failed the job give gc something to delete once the
+    job is finished.
     """
     policy = with_defaults(job).run_policy  # MPIJob v1: the top-level cleanPodPolicy counts
     return (policy.clean_pod_policy not in (None, "", "None")
-            or policy.ttl_seconds_after_finished is not None or gang_scheduling)
+            or policy.ttl_seconds_after_finished is not None or gang_scheduling
+            or timed_out(job.status))
 
 
 def gc_plan(observed: Observed | None, orphans: Sequence[Obj], now: datetime) -> Plan:
@@ -170,6 +173,9 @@ def gc_plan(observed: Observed | None, orphans: Sequence[Obj], now: datetime) ->
         doomed = list(pods)
     elif policy == "Running":
         doomed = [p for p in pods if phase(p) in ("Running", "Pending")]
+    if timed_out(job.status):
+        # They never ran (no log to keep) and would hold a queue's or a node's capacity.
+        doomed += [p for p in pods if phase(p) in ("", "Pending") and p not in doomed]
     doomed_names = {name_of(p) for p in doomed}
     plan.deletes += [p for p in doomed if not terminating(p)]
     if job.framework != MPI:

@@ -11,8 +11,9 @@ import pytest
 from functions.jobs.core import guards as g
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import Job
-from functions.jobs.core.plan import reconcile_plan, status_of
+from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.planning import Observed
+from functions.jobs.core.pods import name_of
 from functions.jobs.core.settings import Settings
 from functions.jobs.core.status import derive_status
 from tests.jobs.fixtures import NOW, condition, job, pod, stamp, summary
@@ -232,3 +233,15 @@ def test_a_finished_job_forgets_its_deadline() -> None:
 def test_a_timeout_is_confirmed_on_fresh_state(persisted: dict[str, Any],
                                                derived: dict[str, Any], confirm: bool) -> None:
     assert g.newly_timed_out(persisted, derived) is confirm
+
+
+def test_gc_deletes_the_pods_a_pending_timeout_left_waiting() -> None:
+    raw = job(PT, spec={"runPolicy": {"cleanPodPolicy": "None"}},
+              annotations={g.PENDING_TIMEOUT: "10m"},
+              status={"conditions": [condition("Failed", reason="PyTorchJobPendingTimeout")],
+                      "completionTime": stamp(-1)})
+    d = with_defaults(raw)
+    pods = [pending(d, "Master", 0, 700), pending(d, "Worker", 0, 700, phase="Running")]
+    assert gc_may_act(raw, gang_scheduling=False)
+    assert [name_of(p) for p in gc_plan(observed(raw, pods), [], NOW).deletes] == [
+        "mnist-master-0"]

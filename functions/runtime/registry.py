@@ -130,6 +130,7 @@ def _group(api_version: str) -> str:
 CONTROLLER_MODULES: tuple[str, ...] = (
     "functions.trainer.controller",
     "functions.jobs.controller",
+    "functions.jobs.trainjobs",
     "functions.api.queue_controller",
 )
 

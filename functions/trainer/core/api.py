@@ -57,10 +57,21 @@ class ControllerSpec(_Model):
     resources: dict[str, Any] | None = None
 
 
+class FinishedTrainJobs(_Model):
+    """What the gc function does with finished TrainJobs in every namespace
+    (:mod:`functions.jobs.core.hygiene`; annotations on a TrainJob or its namespace win)."""
+
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0,
+                                                   alias="ttlSecondsAfterFinished")
+    history_limit: int | None = Field(default=None, ge=0, alias="historyLimit")
+
+
 class TrainerSpec(_Model):
     app_namespace: str = Field(default="", alias="appNamespace")
     management_state: ManagementState = Field(default=ManagementState.MANAGED,
                                               alias="managementState")
+    finished_train_jobs: FinishedTrainJobs | None = Field(default=None,
+                                                          alias="finishedTrainJobs")
     feature_gates: dict[str, bool] = Field(default_factory=dict, alias="featureGates")
     controllers: tuple[ControllerSpec, ...] = ()
 

@@ -148,7 +148,7 @@ class Watchdog:
         with self._lock:
             if deadline.finished:
                 return
-            if deadline.expired:
+            if deadline.expired or time.monotonic() >= deadline.at:  # the thread may lag
                 _shut(sock)
                 return
             deadline.sockets.append(sock)

@@ -7,6 +7,7 @@ against servers is in ``test_transport.py`` and ``tests/runtime/test_sender.py``
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -92,21 +93,31 @@ def test_finished_deadlines_do_not_pile_up() -> None:
 
 
 def test_a_forked_child_has_a_watchdog_of_its_own() -> None:
+    """The child of a process whose watchdog thread runs (a forked worker) has no such
+    thread: its first deadline starts its own. Bounded both ways: the child is ended by an
+    alarm, and waited for 15 s at most."""
     WATCHDOG.finish(WATCHDOG.start(30))  # the parent's thread runs
     ours, theirs = socket.socketpair()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's result is its exit status
         try:
+            signal.alarm(10)
             WATCHDOG.start(0.1, ours)
             os._exit(0 if ours.recv(1) == b"" else 1)
         finally:
             os._exit(2)
     try:
-        _, status = os.waitpid(child, 0)
+        deadline = time.monotonic() + 15
+        while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail("the forked child's deadline never ended its read")
     finally:
         ours.close()
         theirs.close()
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.waitstatus_to_exitcode(done[1]) == 0
 
 
 def test_the_thread_ends_when_idle_and_starts_again() -> None:

@@ -1,15 +1,21 @@
-"""Write the training-job CRDs (config/crd/*.kubeflow.org.yaml) from one description.
+"""Write the training-job CRDs (config/crd/*.kubeflow.org.yaml) from one description, and
+the admission policy of the guards' annotations (config/crd/guards-policy.yaml).
 
 The kinds share most of their schema (replica specs, run policy, status); writing them from
 one place keeps their docs and validation rules identical. Validation replaces the upstream
-admission webhooks with CEL rules, so no webhook server is needed. Run:
-``python hack/gen_job_crds.py`` (``--check`` exits 1 when the files are out of date).
+admission webhooks with CEL rules, so no webhook server is needed. A CRD's CEL rules cannot
+see ``metadata.annotations``, so the annotations a job (or a TrainJob, or a namespace) opts
+into guards with are checked by a ValidatingAdmissionPolicy of their own, built from the
+patterns the controllers parse them with (:mod:`functions.jobs.core.guards`,
+:mod:`functions.jobs.core.hygiene`). Run: ``python hack/gen_job_crds.py`` (``--check`` exits 1
+when the files are out of date).
 """
 
 from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from functions.jobs.core import guards, hygiene  # noqa: E402 - needs ROOT on the path
 from functions.jobs.core.frameworks import (  # noqa: E402 - needs ROOT on the path
+    FRAMEWORKS,
     JAX,
     MPI,
     MPI_V1,
@@ -274,6 +282,99 @@ def _undocumented(node: Any) -> None:
             _undocumented(child)
 
 
+def _has(key: str) -> str:
+    return f"has(object.metadata.annotations) && '{key}' in object.metadata.annotations"
+
+
+def _value(key: str) -> str:
+    return f"object.metadata.annotations['{key}']"
+
+
+def _check(key: str, valid: Callable[[str], str], message: str) -> dict[str, str]:
+    """A validation of one annotation: ``valid`` (CEL of the value's expression) holds when
+    it is set; the message names the annotation and quotes the value."""
+    expression = f"!({_has(key)}) || ({valid(_value(key))})"
+    quoted = f"'{key}: \"' + {_value(key)} + '\" {message}'"
+    return {"expression": expression, "messageExpression": quoted}
+
+
+def _policy(name: str, rules: list[dict[str, Any]], variables: list[dict[str, str]],
+            validations: list[dict[str, str]], what: str) -> list[dict[str, Any]]:
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1",
+              "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": name, "annotations": {"description": what}},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {"resourceRules": rules},
+                       **({"variables": variables} if variables else {}),
+                       "validations": validations}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1",
+               "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name},
+               "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
+def _rule(group: str, plurals: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+            "resources": plurals}
+
+
+JOB_POLICY = "odh-training-job-guards"
+HYGIENE_POLICY = "odh-training-trainjob-hygiene"
+
+
+def admission() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicies (and bindings) of the guards' annotations: a bad value
+    is refused at admission with a message naming the annotation."""
+    def duration(v: str) -> str:
+        return (f"{v}.matches('{guards.DURATION_PATTERN}') && "
+                f"!{v}.matches('{guards.ZERO_DURATION_PATTERN}')")
+    limits_key = guards.RESTART_LIMITS
+    names = f"{_value(limits_key)}.split(',').map(p, p.split('=')[0])"
+    unknown = f"{names}.filter(n, !variables.types.exists(t, t.lowerAscii() == n.lowerAscii()))"
+    job_checks = [
+        _check(guards.PENDING_TIMEOUT, duration,
+               "is not a duration above zero in hours, minutes and seconds, such as 10m, "
+               "1h30m or 90s"),
+        _check(guards.PENDING_TIMEOUT_ACTION, lambda v: f"{v} in {list(guards.ACTIONS)}",
+               f"is not one of {', '.join(guards.ACTIONS)}"),
+        {"expression": f"!({_has(guards.PENDING_TIMEOUT_ACTION)}) || "
+                       f"({_has(guards.PENDING_TIMEOUT)})",
+         "message": f"{guards.PENDING_TIMEOUT_ACTION} needs {guards.PENDING_TIMEOUT}"},
+        _check(guards.RESTART_SCOPE, lambda v: f"{v} in {list(guards.SCOPES)}",
+               f"is not one of {', '.join(guards.SCOPES)}"),
+        _check(limits_key, lambda v: f"{v}.matches('{guards.LIMITS_PATTERN}')",
+               "is not a list of <replica type>=<restarts>, such as Worker=3,Master=0"),
+        {"expression": f"!({_has(limits_key)}) || "
+                       f"!{_value(limits_key)}.matches('{guards.LIMITS_PATTERN}') || "
+                       f"size({unknown}) == 0",
+         "messageExpression": f"'{limits_key}: ' + {unknown}.join(', ') + "
+                              "' is not a replica type of this job (' + "
+                              "variables.types.join(', ') + ')'"},
+    ]
+    # the replica types of the job, whatever its kind (the one spec field of replica specs)
+    variables = [{"name": "specs", "expression":
+                  "object.spec.filter(k, k.endsWith('ReplicaSpecs'))"},
+                 {"name": "types", "expression":
+                  "size(variables.specs) == 0 ? [] : "
+                  "object.spec[variables.specs[0]].map(t, t)"}]
+    hygiene_checks = [
+        _check(hygiene.TTL, lambda v: f"{v}.matches('{guards.DURATION_PATTERN}')",
+               "is not a duration in hours, minutes and seconds, such as 0s, 10m or 24h"),
+        _check(hygiene.HISTORY_LIMIT, lambda v: f"{v}.matches('{hygiene.HISTORY_PATTERN}')",
+               "is not a count of finished TrainJobs to keep, such as 0 or 20"),
+    ]
+    plurals = sorted({fw.plural for fw in FRAMEWORKS})
+    return [
+        *_policy(JOB_POLICY, [_rule("kubeflow.org", plurals)], variables, job_checks,
+                 "The guards a training job opts into by annotation (README, Guards)."),
+        *_policy(HYGIENE_POLICY, [_rule("trainer.kubeflow.org", ["trainjobs"]),
+                                  _rule("", ["namespaces"])], [], hygiene_checks,
+                 "The TTL and history limit of finished TrainJobs, on a TrainJob or a "
+                 "namespace (README, Guards)."),
+    ]
+
+
 def documents() -> dict[str, dict[str, Any]]:
     docs = {"pytorchjobs": pytorch(), "tfjobs": tensorflow(), "mxjobs": mxnet(), "mpijobs": mpi(),
             "xgboostjobs": xgboost(), "paddlejobs": paddle(), "jaxjobs": jax()}
@@ -287,11 +388,17 @@ def render(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
+POLICY_FILE = "guards-policy.yaml"
+
+
 def main(argv: list[str]) -> int:
     stale = []
-    for name, doc in documents().items():
+    texts = {name: render(doc) for name, doc in documents().items()}
+    texts[POLICY_FILE] = ("# Generated by hack/gen_job_crds.py from functions/jobs/core/guards.py "
+                          "and hygiene.py.\n"
+                          + "---\n".join(render(doc) for doc in admission()))
+    for name, text in texts.items():
         path = OUT / name
-        text = render(doc)
         if "--check" in argv:
             if not path.exists() or path.read_text() != text:
                 stale.append(name)

@@ -308,8 +308,11 @@ def _json_kind(value: Any) -> str:
 
 def _resource_ref(obj: dict[str, Any], extensions: Mapping[str, str]) -> ObjectRef:
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
+    if meta is None:
         meta = {}
+    elif not isinstance(meta, dict):
+        raise InvalidEventError(f"object metadata must be a JSON object, got {_json_kind(meta)}",
+                                422)
     return _ref(obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"),
                 meta.get("name"), extensions)
 
@@ -337,4 +340,19 @@ def _ref(api_version: Any, kind: Any, namespace: Any, name: Any,
     wrong = sorted(fields.keys() - strings.keys())
     if wrong:
         raise InvalidEventError(f"object {', '.join(wrong)} must be strings", 422)
+    if not _NAME.fullmatch(strings["name"]):
+        raise InvalidEventError(f"object name {strings['name'][:80]!r} is not a Kubernetes "
+                                "object name (a DNS-1123 subdomain of at most 253 characters)",
+                                422)
+    if strings["namespace"] and not _NAMESPACE.fullmatch(strings["namespace"]):
+        raise InvalidEventError(f"object namespace {strings['namespace'][:80]!r} is not a "
+                                "Kubernetes namespace name (a DNS-1123 label)", 422)
     return ObjectRef(**strings)
+
+
+# What the API server lets an object of the watched kinds be named (every one of them takes a
+# DNS-1123 subdomain) and a namespace (a DNS-1123 label): an event naming anything else was
+# not sent by a source, and a pass on it could only fail.
+_LABEL = "[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_NAME: Final = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*", re.ASCII)
+_NAMESPACE: Final = re.compile(_LABEL, re.ASCII)

@@ -72,6 +72,9 @@ if TYPE_CHECKING:
     from functions.runtime.recorder import EventRecorder
 
 log = logging.getLogger(__name__)
+# How the API server words a write refused because the namespace is being deleted.
+TERMINATING = "because it is being terminated"
+
 
 class Observer(Protocol):
     """Receives one call per handler run (for metrics)."""
@@ -240,6 +243,10 @@ class Dispatcher:
             if exc.conflict:
                 outcome = Outcome("retry", f"{key}: conflict survived a retry: {exc}",
                                   CONFLICT_RETRY_AFTER, 1, "conflict")
+            elif self._went_away(exc, controller, key):
+                log.info("%s %s: %s went away during its pass (%s)", controller.name,
+                         self.function, key, exc)
+                outcome = Outcome("ok", "", 0.0, 1)
             else:
                 log.exception("%s %s handler failed on %s", controller.name, self.function, key)
                 outcome = Outcome("retry", f"{key}: handler failed: {exc}", BUG_RETRY_AFTER, 1,
@@ -261,6 +268,19 @@ class Dispatcher:
             self.observer.handler_finished(self.function, controller.name,
                                            time.perf_counter() - started, _label(outcome))
         return outcome
+
+    def _went_away(self, exc: ApiError, controller: Controller, key: ObjectKey) -> bool:
+        """Whether a write refused as not found, or as made in a namespace being deleted,
+        failed because the parent or its namespace went away during the pass (a fresh read
+        finds it gone): nothing is left to do. Any other such refusal is a bug."""
+        terminating = exc.status == 403 and TERMINATING in exc.message
+        if not (exc.not_found or terminating):
+            return False
+        try:
+            current = self.kube().get(controller.parent, key.name, key.namespace or None)
+        except Exception:  # the read failing says nothing about the parent
+            return False
+        return current is None or terminating
 
     # -- catching up --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from functions.core.errors import TemporaryError
 from functions.core.events import ApiEvent, ObjectRef, Operation
 from functions.core.keys import ObjectKey
 from functions.kube import resources
+from functions.kube.client import ApiError
 from functions.kube.gaps import Change, Journal, reference, true_conditions
 from functions.runtime.dispatch import Dispatcher
 from functions.runtime.outcomes import Outcome, Route
@@ -347,3 +348,49 @@ def test_another_function_still_runs_on_the_event_of_a_write_it_did_not_make() -
     assert status.run(Route(status.controllers[0], A)).kind == "ok"
     assert reconcile.handle(_job_event("update", 11)).kind == "ok"
     assert calls.keys("reconcile") == [A]
+
+
+class ParentReads:
+    """A client whose reads of the parent find it (``present``), find nothing, or fail."""
+
+    def __init__(self, present: bool | None) -> None:
+        self.present = present
+
+    def get(self, res: resources.Resource, name: str, namespace: str | None = None) -> Obj | None:
+        if self.present is None:
+            raise TemporaryError("the API server is unreachable")
+        return {"metadata": {"name": name}} if self.present else None
+
+
+TERMINATING_REFUSAL = ApiError(403, "Forbidden", 'pods "a-worker-0" is forbidden: unable to '
+                               "create new content in namespace ns because it is being "
+                               "terminated")
+
+
+@pytest.mark.parametrize(("error", "present", "kind"), [
+    pytest.param(ApiError(404, "NotFound", 'pytorchjobs "a" not found'), False, "ok",
+                 id="status-write-of-a-deleted-job"),
+    pytest.param(ApiError(404, "NotFound", 'pods "x" not found'), True, "retry",
+                 id="not-found-while-the-job-is-there"),
+    pytest.param(ApiError(404, "NotFound", 'pytorchjobs "a" not found'), None, "retry",
+                 id="not-found-and-the-job-unreadable"),
+    pytest.param(TERMINATING_REFUSAL, True, "ok", id="create-in-a-terminating-namespace"),
+    pytest.param(ApiError(403, "Forbidden", "no RBAC rule"), False, "retry",
+                 id="any-other-refusal"),
+    pytest.param(ApiError(400, "BadRequest", "unable to parse requirement"), False, "retry",
+                 id="a-bad-request"),
+])
+def test_a_parent_gone_during_its_pass_ends_the_pass(error: ApiError, present: bool | None,
+                                                     kind: str) -> None:
+    """A job (or its namespace) deleted while its pass ran makes the pass's writes fail: the
+    pass is done (nothing is left to do), not a handler failure retried until dead-lettered;
+    a refusal of a write for a job that is still there remains one."""
+    def refused(ctx: Context, key: ObjectKey) -> None:
+        raise error
+
+    dispatcher = Dispatcher("status", [recording_controller(Calls(), refused)],
+                            lambda: ParentReads(present),  # type: ignore[arg-type,return-value]
+                            no_recorder)
+    outcome = dispatcher.run(Route(dispatcher.controllers[0], A))
+    assert outcome.kind == kind
+    assert (outcome.cause == "bug") == (kind == "retry")

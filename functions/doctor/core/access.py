@@ -126,6 +126,9 @@ RECONCILE = [
     # the queue admits TrainJobs submitted through the training API by clearing spec.suspend
     _may("reconcile", "list", TRAINER_API, "trainjobs", "user"),
     _may("reconcile", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+    # a PodGroup's minResources orders replica types by their PriorityClass
+    _may("reconcile", "list", "scheduling.k8s.io", "priorityclasses", "cluster"),
+    _not("reconcile", "create", "scheduling.k8s.io", "priorityclasses", "cluster"),
     _not("reconcile", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("reconcile", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist", "status"),
     _not("reconcile", "delete", "", "namespaces", "cluster", "kube-system"),
@@ -178,7 +181,13 @@ GC = [
     _not("gc", "delete", "apps", "deployments", "user", "web"),
     _not("gc", "delete", CRDS, "customresourcedefinitions", "cluster",
          "trainjobs.trainer.kubeflow.org"),
-    _not("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
+    # TrainJob hygiene: finished TrainJobs past their TTL or history limit
+    _may("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
+    _may("gc", "list", TRAINER_API, "trainjobs", "user"),
+    _may("gc", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+    _may("gc", "get", "", "namespaces", "cluster", "team-a"),
+    _not("gc", "create", TRAINER_API, "trainjobs", "user"),
+    _not("gc", "patch", "", "namespaces", "cluster", "team-a"),
     *_delivery_check("gc"),
 ]
 STATUS = [

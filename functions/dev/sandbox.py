@@ -4,7 +4,7 @@ kubelet's probes, which reach the pod's ports through the sockets its network pr
 
 from __future__ import annotations
 
-import contextlib
+import http.client
 import socket
 import ssl
 import subprocess
@@ -29,23 +29,40 @@ def sandbox_available() -> str | None:
     return None
 
 
-def probe_once(path: Path, probe: podspec.Probe, pod_ip: str) -> bool:
-    """One HTTP(S) GET through the pod's socket for ``probe.port``; 200-399 passes."""
-    try:
-        with contextlib.closing(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) as raw:
-            raw.settimeout(probe.timeout)
-            raw.connect(str(path))
-            sock: socket.socket = raw
-            if probe.scheme.upper() == "HTTPS":
+class _PodSocketConnection(http.client.HTTPConnection):
+    """``http.client`` over the Unix socket that reaches a pod's port (plain or TLS): the
+    standard client frames the probe and reads its answer."""
+
+    def __init__(self, path: Path, host: str, timeout: float, tls: bool) -> None:
+        super().__init__(host, timeout=timeout)
+        self._path = path
+        self._tls = tls
+
+    def connect(self) -> None:
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            raw.settimeout(self.timeout)
+            raw.connect(str(self._path))
+            if self._tls:
                 context = ssl.create_default_context()
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE  # a kubelet does not verify probes either
-                sock = context.wrap_socket(raw)
-            headers = "".join(f"{k}: {v}\r\n" for k, v in probe.headers)
-            sock.sendall((f"GET {probe.path} HTTP/1.1\r\nHost: {pod_ip}:{probe.port}\r\n"
-                          f"User-Agent: kube-probe/1.35\r\nConnection: close\r\n{headers}\r\n")
-                         .encode("latin-1"))
-            first = sock.recv(64).split(b"\r\n", 1)[0].split()
-            return len(first) >= 2 and first[1].isdigit() and 200 <= int(first[1]) < 400
-    except (OSError, ssl.SSLError):
+                raw = context.wrap_socket(raw)
+        except BaseException:
+            raw.close()
+            raise
+        self.sock = raw
+
+
+def probe_once(path: Path, probe: podspec.Probe, pod_ip: str) -> bool:
+    """One HTTP(S) GET through the pod's socket for ``probe.port``; 200-399 passes."""
+    connection = _PodSocketConnection(path, f"{pod_ip}:{probe.port}", probe.timeout,
+                                      probe.scheme.upper() == "HTTPS")
+    try:
+        connection.request("GET", probe.path, headers={
+            "User-Agent": "kube-probe/1.35", "Connection": "close", **dict(probe.headers)})
+        return 200 <= connection.getresponse().status < 400
+    except (OSError, ssl.SSLError, http.client.HTTPException):
         return False
+    finally:
+        connection.close()

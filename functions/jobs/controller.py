@@ -18,9 +18,10 @@ While another controller of the same jobs is active (the platform's training ope
 :mod:`functions.jobs.coexistence`), all three step aside: nothing is written to a job or its
 children, and reconcile records one Warning Event on the job saying what to change.
 
-Time rules (activeDeadlineSeconds, TTL) are evaluated on every call; handlers return
-``Result(requeue_after=...)`` for the moment they expire, and the periodic resync backs that up
-when a timer is lost. Precision is therefore the runtime's timer precision (about a second)
+Time rules (activeDeadlineSeconds, TTL, a pending timeout: :mod:`functions.jobs.core.guards`)
+are evaluated on every call from what the objects say (start and completion times, pods'
+creation times); handlers return ``Result(requeue_after=...)`` for the moment they expire, and
+the periodic resync backs that up when a timer is lost. Precision is therefore the runtime's timer precision (about a second)
 and at worst one resync period.
 """
 

@@ -152,3 +152,11 @@ def test_the_trainjob_annotations_are_checked(kube: KubeClient, policies: None,
         _create(kube, obj, res)
     assert refused.value.status == 422
     assert message in refused.value.message and HYGIENE_POLICY in refused.value.message
+
+
+def test_the_annotated_sample_is_admitted(kube: KubeClient, policies: None,
+                                          namespace: str) -> None:
+    job = sample("pytorchjob-guards")
+    job["metadata"]["namespace"] = namespace
+    admitted = _create(kube, job, RESOURCES["PyTorchJob"])
+    assert g.RESTART_SCOPE in admitted["metadata"]["annotations"]

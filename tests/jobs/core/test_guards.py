@@ -7,16 +7,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+import yaml
 
 from functions.jobs.core import guards as g
 from functions.jobs.core.defaults import with_defaults
-from functions.jobs.core.model import Job
+from functions.jobs.core.model import Job, parse_job
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.planning import Observed
 from functions.jobs.core.pods import name_of
 from functions.jobs.core.settings import Settings
 from functions.jobs.core.status import derive_status
 from tests.jobs.fixtures import NOW, condition, job, pod, stamp, summary
+from tests.support import REPO
 
 PT = "pytorch-master-workers.yaml"
 MPI = "mpijob-pi.yaml"
@@ -245,3 +247,10 @@ def test_gc_deletes_the_pods_a_pending_timeout_left_waiting() -> None:
     assert gc_may_act(raw, gang_scheduling=False)
     assert [name_of(p) for p in gc_plan(observed(raw, pods), [], NOW).deletes] == [
         "mnist-master-0"]
+
+
+def test_the_annotated_sample_asks_for_every_guard() -> None:
+    sample = yaml.safe_load((REPO / "config" / "samples" / "pytorchjob-guards.yaml").read_text())
+    assert g.guards_of(parse_job(sample)) == g.Guards(
+        pending_timeout=900.0, pending_action="Suspend", whole_job=True,
+        restart_limits={"Worker": 3, "Master": 0})

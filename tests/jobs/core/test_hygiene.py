@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from functions.jobs.core import hygiene as h
 from tests.jobs.fixtures import NOW, stamp
+from tests.support import REPO
 
 Obj = dict[str, Any]
 NONE = h.Defaults()
@@ -105,3 +107,12 @@ def test_history_event_names_the_setting() -> None:
     assert deletion.message == ("Deleted TrainJob oldest: 3 finished TrainJobs of its "
                                 "namespace are newer, past its history limit (historyLimit 3 "
                                 "of the Trainer)")
+
+
+def test_the_hygiene_sample() -> None:
+    namespace_doc, trainjob_doc = yaml.safe_load_all(
+        (REPO / "config" / "samples" / "trainjob-hygiene.yaml").read_text())
+    assert h.ttl_of(trainjob_doc, namespace_doc, NONE) == h.Setting(
+        3600.0, "training.opendatahub.io/ttl-after-finished 1h, the TrainJob's annotation")
+    assert h.history_limit_of(trainjob_doc, namespace_doc, NONE) == h.Setting(
+        20.0, "training.opendatahub.io/finished-history-limit 20, the namespace's annotation")

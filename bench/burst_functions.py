@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
-DELIVERIES = "functions_events"
-HANDLER = "functions_handler_duration_seconds"
+DELIVERIES = "odh_training_events"
+HANDLER = "odh_training_handler_duration_seconds"
 # the flat names of one run's figures: ``<figure>.<function>``
 FIGURES = ("deliveries", "handler_s")
 

@@ -31,7 +31,7 @@ from functions.kube.client import KubeClient
 
 NAMESPACE = "coldburst"
 FUNCTION = "status"
-EVENTS = re.compile(r"^functions_events_total\{.*\} ([0-9.e+]+)$", re.MULTILINE)
+EVENTS = re.compile(r"^odh_training_events_total\{.*\} ([0-9.e+]+)$", re.MULTILINE)
 
 
 def _accepted(url: str) -> float:

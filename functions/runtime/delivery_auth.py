@@ -13,7 +13,7 @@ listing begun after its identity was first seen); that identity is then refused 
 without another listing. Thread-safe; one per process.
 
 Refusals are problem documents (401 with ``WWW-Authenticate: Bearer``, 403, 429 and 503 with
-``Retry-After``), each counted (``functions_delivery_auth_total`` by function and reason) and
+``Retry-After``), each counted (``odh_training_delivery_auth_total`` by function and reason) and
 logged with its reason and subject; the token itself is never logged, kept or forwarded.
 """
 

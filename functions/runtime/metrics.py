@@ -1,5 +1,6 @@
 """Prometheus metrics of one function app: events, the verdicts on deliveries' tokens, handler
-latency, Kubernetes API requests.
+latency, Kubernetes API requests, all under the application's prefix ``odh_training_``, and the
+process and Python collectors' standard series (``process_*``, ``python_*``).
 
 Imported lazily (``prometheus_client`` costs tens of milliseconds), after gunicorn forks. Each
 app owns its registry so several apps can live in one test process. With more than one
@@ -20,6 +21,9 @@ from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -63,23 +67,27 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.events = Counter(
-            "functions_events", "CloudEvents received, by type, object kind and outcome",
+            "odh_training_events", "CloudEvents received, by type, object kind and outcome",
             ["function", "type", "kind", "outcome"], registry=self.registry)
         self.handler_seconds = Histogram(
-            "functions_handler_duration_seconds", "Time spent in one handler run",
+            "odh_training_handler_duration_seconds", "Time spent in one handler run",
             ["function", "controller", "outcome"], buckets=LATENCY_BUCKETS,
             registry=self.registry)
         self.api_requests = Counter(
-            "functions_kube_api_requests", "Kubernetes API requests, by verb and HTTP code "
+            "odh_training_kube_api_requests", "Kubernetes API requests, by verb and HTTP code "
             "(0 = no answer)", ["verb", "code"], registry=self.registry)
         self.api_seconds = Histogram(
-            "functions_kube_api_request_duration_seconds", "Kubernetes API request latency",
+            "odh_training_kube_api_request_duration_seconds", "Kubernetes API request latency",
             ["verb"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.delivery_auth = Counter(
-            "functions_delivery_auth", "Deliveries by the verdict on their bearer token "
+            "odh_training_delivery_auth", "Deliveries by the verdict on their bearer token "
             "(accepted, or why refused: functions.core.delivery_auth.Reason)",
             ["function", "reason"], registry=self.registry)
         self.registry.register(_ProcessCollectors())
+        # The process's own series (CPU, memory, file descriptors, start time; the Python
+        # version and garbage collections), as any Prometheus client exposes them.
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
 
     def event(self, function: str, event_type: str, kind: str, outcome: str) -> None:
         self.events.labels(function, event_type, kind, outcome).inc()

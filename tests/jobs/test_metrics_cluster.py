@@ -71,5 +71,5 @@ def test_upstream_counters_after_a_scripted_run(kube: KubeClient, crds: None,
             "succeeded_service_creation_total": 4,
             "failed_service_creation_total": 0,
             "created_pod_groups_total": 0, "deleted_pod_groups_total": 0}, function
-        assert {"functions_events", "functions_handler_duration_seconds"} <= names, (
+        assert {"odh_training_events", "odh_training_handler_duration_seconds"} <= names, (
             "our own metrics are there too")

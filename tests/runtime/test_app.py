@@ -217,11 +217,11 @@ def test_probes_and_metrics(client: FlaskClient) -> None:
     post_sample(client, "02-captured-resource-update-pytorchjob-status.http.json")
     client.post("/", headers=BINARY, data=b"{")
     text = client.get("/metrics").get_data(as_text=True)
-    assert ('functions_events_total{function="reconcile",kind="PyTorchJob",outcome="ok",'
+    assert ('odh_training_events_total{function="reconcile",kind="PyTorchJob",outcome="ok",'
             'type="dev.knative.apiserver.resource.update"} 1.0') in text
-    assert 'functions_events_total{function="reconcile",kind="",outcome="invalid",type=""} 1.0' \
+    assert 'odh_training_events_total{function="reconcile",kind="",outcome="invalid",type=""} 1.0' \
         in text
-    assert ('functions_handler_duration_seconds_count{controller="recording",'
+    assert ('odh_training_handler_duration_seconds_count{controller="recording",'
             'function="reconcile",outcome="ok"} 1.0') in text
 
 

@@ -228,7 +228,7 @@ def function_client(api: FakeApiServer) -> Any:
 def metric(client: Any, reason: str) -> float:
     text = client.get("/metrics").get_data(as_text=True)
     for family in text_string_to_metric_families(text):
-        if family.name == "functions_delivery_auth":
+        if family.name == "odh_training_delivery_auth":
             for sample in family.samples:
                 if sample.name.endswith("_total") and sample.labels["reason"] == reason:
                     return float(sample.value)
@@ -347,4 +347,4 @@ def test_the_dead_letter_sink_takes_the_brokers_dead_letters_only(
     assert answer.status_code == status
     assert len(out.getvalue().splitlines()) == lines
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'functions_delivery_auth_total{function="dead-letters"' in text
+    assert 'odh_training_delivery_auth_total{function="dead-letters"' in text

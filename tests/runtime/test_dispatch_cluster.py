@@ -77,8 +77,8 @@ def test_reference_mode_child_is_read_to_find_its_parent(cluster: LocalCluster, 
     assert len(calls.keys()) == 1  # the child is gone: left to the next resync
 
     metrics = client.get("/metrics").get_data(as_text=True)
-    assert 'functions_kube_api_requests_total{code="200",verb="get"} 1.0' in metrics
-    assert 'functions_kube_api_requests_total{code="404",verb="get"} 1.0' in metrics
+    assert 'odh_training_kube_api_requests_total{code="200",verb="get"} 1.0' in metrics
+    assert 'odh_training_kube_api_requests_total{code="404",verb="get"} 1.0' in metrics
 
 
 def test_resync_runs_every_parent_with_bounded_concurrency(cluster: LocalCluster,

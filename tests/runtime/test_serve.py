@@ -85,7 +85,7 @@ def test_served_function_answers_like_a_broker_expects(served: str) -> None:
     assert rejected.status == 400
     assert b"truncated" in rejected.body
     with urllib.request.urlopen(f"{served}/metrics", timeout=5) as response:
-        assert b"functions_events_total" in response.read()
+        assert b"odh_training_events_total" in response.read()
 
 
 def test_a_worker_freezes_what_its_warm_up_loaded_and_starts_its_collector(
@@ -175,7 +175,7 @@ def test_requests_are_routed_by_their_path_alone(
         assert answer.body == b"ok\n"
     elif kind is not None:
         assert answer.headers["content-type"].startswith(kind)
-        assert b"functions_events_total" in answer.body
+        assert b"odh_training_events_total" in answer.body
 
 
 @pytest.mark.parametrize(("head", "body"), [

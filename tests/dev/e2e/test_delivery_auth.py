@@ -44,7 +44,7 @@ def verdicts(stack: DevStack, function: str) -> dict[str, float]:
         text = response.read().decode()
     return {sample.labels["reason"]: sample.value
             for family in text_string_to_metric_families(text)
-            for sample in family.samples if sample.name == "functions_delivery_auth_total"
+            for sample in family.samples if sample.name == "odh_training_delivery_auth_total"
             and sample.labels.get("function") == function}
 
 

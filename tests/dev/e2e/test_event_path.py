@@ -216,7 +216,7 @@ def own_write_echoes(stack: DevStack, kind: str) -> float:
         text = response.read().decode()
     return sum(sample.value for family in text_string_to_metric_families(text)
                for sample in family.samples
-               if sample.name == "functions_events_total"
+               if sample.name == "odh_training_events_total"
                and sample.labels.get("kind") == kind
                and sample.labels.get("outcome") == "ignored"
                and sample.labels.get("type") == "dev.knative.apiserver.resource.update")

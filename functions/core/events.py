@@ -290,8 +290,12 @@ def _object_data(data: dict[str, Any] | str | bytes | None,
         raise InvalidEventError("data is binary; expected a JSON object")
     parsed: Any = data
     if isinstance(data, str) and binary_body is not None:
+        # JSON exchanged between systems is UTF-8 (RFC 8259 8.1): decoded as such, never by
+        # json's guess from the first bytes (a body opening with NULs read as UTF-32 failed
+        # with a UnicodeDecodeError instead of a refusal).
+        _require_utf8(binary_body)
         try:
-            parsed = json.loads(binary_body)
+            parsed = json.loads(binary_body.decode("utf-8"))
         except json.JSONDecodeError as exc:
             raise InvalidEventError(
                 f"data is not valid JSON ({_json_problem(exc, binary_body)})") from exc

@@ -20,9 +20,9 @@ children, and reconcile records one Warning Event on the job saying what to chan
 
 Time rules (activeDeadlineSeconds, TTL, a pending timeout: :mod:`functions.jobs.core.guards`)
 are evaluated on every call from what the objects say (start and completion times, pods'
-creation times); handlers return ``Result(requeue_after=...)`` for the moment they expire, and
-the periodic resync backs that up when a timer is lost. Precision is therefore the runtime's timer precision (about a second)
-and at worst one resync period.
+creation times); handlers return ``Result(requeue_after=...)`` for the moment they expire,
+and the periodic resync backs that up when a timer is lost. Precision is therefore the
+runtime's timer precision (about a second) and at worst one resync period.
 """
 
 from __future__ import annotations

@@ -196,20 +196,6 @@ def timeout_message(job: Job, guards: Guards, check: PendingCheck, action: str) 
             f"({PENDING_TIMEOUT}){why}")[:1024]
 
 
-def podgroup_since(podgroup: Obj | None, holds_pods: bool) -> datetime | None:
-    """Since when a PodGroup has held the job's pods back (``holds_pods``: Volcano has not
-    admitted it), else ``None``."""
-    return _created(podgroup) if podgroup is not None and holds_pods else None
-
-
-def deadline_annotation(job: Job, check: PendingCheck | None) -> dict[str, str | None]:
-    """The merge patch of :data:`PENDING_DEADLINE` when it no longer says when the pending
-    timeout falls due (``{}`` when it does): set to the due moment, or removed."""
-    current = job.annotations.get(PENDING_DEADLINE)
-    wanted = c.rfc3339(check.due) if check is not None and not check.expired else None
-    return {} if current == wanted else {PENDING_DEADLINE: wanted}
-
-
 def newly_timed_out(persisted: Obj, derived: Obj) -> bool:
     """Whether ``derived`` (wire form) fails the job by its pending timeout where
     ``persisted`` had not: destroying nothing, but absorbing, so confirmed on fresh state."""

@@ -17,7 +17,7 @@ NONE = h.Defaults()
 
 
 def trainjob(name: str, finished: float | None = None, *, condition: str = "Complete",
-             created: float = -7200, **annotations: str) -> Obj:
+             created: float = -7200, annotations: dict[str, str] | None = None) -> Obj:
     """A TrainJob that finished ``finished`` seconds from NOW (``None``: running)."""
     conditions = []
     if finished is not None:
@@ -25,7 +25,8 @@ def trainjob(name: str, finished: float | None = None, *, condition: str = "Comp
                            "message": "", "lastTransitionTime": stamp(finished)})
     return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
             "metadata": {"name": name, "namespace": "team-a", "uid": f"uid-{name}",
-                         "creationTimestamp": stamp(created), "annotations": annotations},
+                         "creationTimestamp": stamp(created),
+                         "annotations": annotations or {}},
             "status": {"conditions": conditions}}
 
 
@@ -34,27 +35,27 @@ def namespace(**annotations: str) -> Obj:
 
 
 @pytest.mark.parametrize(("job", "ns", "defaults", "deleted", "requeue", "recorded"), [
-    pytest.param(trainjob("a", -3600, **{h.TTL: "1h"}), None, NONE, True, None, {},
+    pytest.param(trainjob("a", -3600, annotations={h.TTL: "1h"}), None, NONE, True, None, {},
                  id="own-ttl-passed"),
-    pytest.param(trainjob("a", -600, **{h.TTL: "1h"}), None, NONE, False, 3000.0,
+    pytest.param(trainjob("a", -600, annotations={h.TTL: "1h"}), None, NONE, False, 3000.0,
                  {h.TTL_DEADLINE: stamp(3000)}, id="own-ttl-not-yet"),
-    pytest.param(trainjob("a", -600, **{h.TTL: "1h", h.TTL_DEADLINE: stamp(3002)}), None, NONE,
-                 False, 3000.0, {}, id="deadline-recorded-already"),
+    pytest.param(trainjob("a", -600, annotations={h.TTL: "1h", h.TTL_DEADLINE: stamp(3002)}),
+                 None, NONE, False, 3000.0, {}, id="deadline-recorded-already"),
     pytest.param(trainjob("a", -600), namespace(**{h.TTL: "5m"}), NONE, True, None, {},
                  id="namespace-ttl"),
-    pytest.param(trainjob("a", -600, **{h.TTL: "1h"}), namespace(**{h.TTL: "5m"}), NONE,
+    pytest.param(trainjob("a", -600, annotations={h.TTL: "1h"}), namespace(**{h.TTL: "5m"}), NONE,
                  False, 3000.0, {h.TTL_DEADLINE: stamp(3000)}, id="trainjob-wins"),
     pytest.param(trainjob("a", -600), None, h.Defaults(ttl_seconds=60), True, None, {},
                  id="trainer-default"),
-    pytest.param(trainjob("a", -1, condition="Failed", **{h.TTL: "0s"}), None, NONE, True,
+    pytest.param(trainjob("a", -1, condition="Failed", annotations={h.TTL: "0s"}), None, NONE, True,
                  None, {}, id="failed-zero-ttl"),
-    pytest.param(trainjob("a", None, **{h.TTL: "0s"}), None, NONE, False, None, {},
+    pytest.param(trainjob("a", None, annotations={h.TTL: "0s"}), None, NONE, False, None, {},
                  id="running"),
     pytest.param(trainjob("a", -600), None, NONE, False, None, {}, id="not-opted-in"),
-    pytest.param(trainjob("a", -600, **{h.TTL: "soon"}), None, NONE, False, None, {},
+    pytest.param(trainjob("a", -600, annotations={h.TTL: "soon"}), None, NONE, False, None, {},
                  id="malformed-ignored"),
-    pytest.param(trainjob("a", None, **{h.TTL_DEADLINE: stamp(5)}), None, NONE, False, None,
-                 {h.TTL_DEADLINE: None}, id="deadline-forgotten"),
+    pytest.param(trainjob("a", None, annotations={h.TTL_DEADLINE: stamp(5)}), None, NONE,
+                 False, None, {h.TTL_DEADLINE: None}, id="deadline-forgotten"),
 ])
 def test_ttl(job: Obj, ns: Obj | None, defaults: h.Defaults, deleted: bool,
              requeue: float | None, recorded: dict[str, str | None]) -> None:
@@ -84,11 +85,11 @@ JOBS = [trainjob("oldest", -500), trainjob("older", -400), trainjob("running", N
     pytest.param(JOBS, None, h.Defaults(history_limit=3), ["oldest"], id="trainer-default"),
     pytest.param(JOBS, namespace(**{h.HISTORY_LIMIT: "0"}), NONE,
                  ["newest", "newer", "older", "oldest"], id="zero-keeps-none"),
-    pytest.param([*JOBS[:4], trainjob("newest", -100, **{h.HISTORY_LIMIT: "10"})],
+    pytest.param([*JOBS[:4], trainjob("newest", -100, annotations={h.HISTORY_LIMIT: "10"})],
                  namespace(**{h.HISTORY_LIMIT: "0"}), NONE, ["newer", "older", "oldest"],
                  id="a-trainjobs-own-limit"),
-    pytest.param([trainjob("only-me", -500, **{h.HISTORY_LIMIT: "1"}), *JOBS[1:]], None, NONE,
-                 ["only-me"], id="opted-in-alone"),
+    pytest.param([trainjob("only-me", -500, annotations={h.HISTORY_LIMIT: "1"}), *JOBS[1:]],
+                 None, NONE, ["only-me"], id="opted-in-alone"),
     pytest.param(JOBS, None, NONE, [], id="not-opted-in"),
     pytest.param([trainjob("b", -100, created=-50), trainjob("a", -100, created=-60)],
                  namespace(**{h.HISTORY_LIMIT: "1"}), NONE, ["a"],

@@ -47,7 +47,12 @@ def test_every_console_script_prints_its_name_and_the_version(command: list[str]
 def image_tags() -> list[tuple[str, str]]:
     """Every (file, tag) where a manifest names the image."""
     found: list[tuple[str, str]] = []
-    for path in [*sorted((REPO / "config").rglob("*.yaml")), REPO / "func.yaml"]:
+    for path in [*sorted((REPO / "config").rglob("*.yaml")), REPO / "func.yaml",
+                 *sorted((REPO / "config").rglob("params.env"))]:
+        if path.suffix == ".env":
+            found += [(str(path.relative_to(REPO)), tag) for tag in
+                      re.findall(rf"{re.escape(IMAGE)}:([\w.+-]+)", path.read_text())]
+            continue
         for doc in yaml.safe_load_all(path.read_text()):
             if not isinstance(doc, dict):
                 continue
@@ -61,7 +66,8 @@ def image_tags() -> list[tuple[str, str]]:
 
 def test_the_manifests_name_the_image_of_this_version() -> None:
     tags = image_tags()
-    assert len(tags) >= 6, tags
+    assert len(tags) >= 7, tags
+    assert any(name.endswith("params.env") for name, _ in tags)
     assert {tag for _, tag in tags} == {VERSION}, [t for t in tags if t[1] != VERSION]
 
 

@@ -21,11 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
 
 # Every kustomization a user may apply, relative to the repository.
-KUSTOMIZATIONS = ("config/default", "config/overlays/openshift", "config/func", "config/crd",
+KUSTOMIZATIONS = ("config/default", "config/overlays/openshift", "config/overlays/rhoai",
+                  "config/func", "config/crd",
                   "config/network", "config/rbac", "config/serving", "config/samples",
                   "config/api", "eventing")
 # The ones that install the product (the rest are parts or samples).
-INSTALLS = ("config/default", "config/overlays/openshift", "config/func")
+INSTALLS = ("config/default", "config/overlays/openshift", "config/overlays/rhoai",
+            "config/func")
 FUNCTIONS = ("reconcile", "gc", "status")
 
 

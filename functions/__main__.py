@@ -31,8 +31,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def program_name() -> str:
-    """How the user called us: a console script by its own name, else ``python -m functions``."""
+    """How the user called us: a console script by its own name, a kubectl plugin as kubectl
+    names it (``kubectl-training`` is ``kubectl training``), else ``python -m functions``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if name.startswith("kubectl-"):  # kubectl's plugin naming: dashes are spaces
+        return "kubectl " + name.removeprefix("kubectl-").replace("-", " ").replace("_", "-")
     return "python -m functions" if name in ("", "__main__.py", "-c") else name
 
 

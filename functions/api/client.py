@@ -1,49 +1,69 @@
 """A small HTTP client of the training API, for the CLI and for scripts.
 
-Standard library only (``urllib``), so the CLI needs nothing the service does not already
-ship. Problems come back as :class:`ApiClientError` carrying the problem document.
+The HTTP is urllib3's, through the project's API transport
+(:class:`functions.kube.transport.HttpTransport`): a connection pool, TLS, a deadline per
+request and a size limit on answers (:mod:`functions.kube.pools`), and a bearer token. The API
+answers problems as ``application/problem+json``; they come back as :class:`ApiClientError`
+carrying the document. A request that gets no HTTP answer at all (connection refused, TLS
+failure, no whole answer in time) is :class:`ApiUnreachable`.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from functions.kube.config import ClusterConfig
+from functions.kube.transport import HttpTransport, Request, TransportError
+
 Obj = dict[str, Any]
+PROBLEM_JSON = "application/problem+json"
+FOLLOW_TIMEOUT = 3600.0  # the longest a followed log may stay quiet
 
 
 class ApiClientError(Exception):
-    def __init__(self, status: int, problem: Obj) -> None:
+    """The API answered a problem (any status of 300 or more)."""
+
+    def __init__(self, status: int, problem: Obj, is_problem: bool = True) -> None:
         detail = problem.get("detail") or problem.get("title") or f"HTTP {status}"
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.problem = problem
+        # Whether the answer was the API's own problem document (a proxy in front of it, an
+        # OpenShift router, answers 502/503 of its own when the service is down).
+        self.is_problem = is_problem
+
+    @property
+    def detail(self) -> str:
+        return str(self.problem.get("detail") or self.problem.get("title") or
+                   f"HTTP {self.status}")
 
     @property
     def fields(self) -> list[str]:
         return [str(e.get("field")) for e in self.problem.get("errors") or []]
 
 
-@dataclass
-class TrainingApi:
-    url: str
-    token: str | None
-    namespace: str
-    timeout: float = 30.0
-    insecure: bool = False
+class ApiUnreachable(Exception):
+    """No HTTP answer from the API (connection refused, TLS failure, deadline passed)."""
 
-    def _url(self, path: str, query: dict[str, Any] | None = None) -> str:
-        clean = {k: str(v).lower() if isinstance(v, bool) else str(v)
-                 for k, v in (query or {}).items() if v is not None}
-        suffix = f"?{urllib.parse.urlencode(clean)}" if clean else ""
-        return self.url.rstrip("/") + path + suffix
+
+class TrainingApi:
+    """The jobs of one namespace through the training API at ``url``.
+
+    :param token: the caller's bearer token (the API reviews it with a TokenReview)
+    :param insecure: do not verify the API's TLS certificate
+    """
+
+    def __init__(self, url: str, token: str | None, namespace: str, timeout: float = 30.0,
+                 insecure: bool = False) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.timeout = timeout
+        self.transport = HttpTransport(ClusterConfig(server=url, token=token,
+                                                     insecure=insecure), pool_size=2)
 
     def _jobs(self, name: str | None = None, sub: str | None = None) -> str:
         path = f"/v1/namespaces/{urllib.parse.quote(self.namespace)}/jobs"
@@ -53,33 +73,23 @@ class TrainingApi:
             path += f"/{sub}"
         return path
 
-    def _open(self, method: str, path: str, body: Obj | None = None,
-              query: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(self._url(path, query), data=data, method=method,  # noqa: S310
-                                     headers=headers)
-        context = ssl._create_unverified_context() if self.insecure else None  # noqa: S323
-        try:
-            return urllib.request.urlopen(req, timeout=timeout or self.timeout,  # noqa: S310
-                                          context=context)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            try:
-                problem = json.loads(raw)
-            except ValueError:
-                problem = {"detail": raw[:500].decode("utf-8", "replace")}
-            raise ApiClientError(exc.code, problem if isinstance(problem, dict) else {}) from exc
+    @staticmethod
+    def _query(query: Mapping[str, Any] | None) -> dict[str, str]:
+        return {k: str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in (query or {}).items() if v is not None}
 
     def _call(self, method: str, path: str, body: Obj | None = None,
-              query: dict[str, Any] | None = None) -> Obj:
-        with self._open(method, path, body, query) as response:
-            raw = response.read()
-        data = json.loads(raw) if raw else {}
+              query: Mapping[str, Any] | None = None) -> Obj:
+        payload = None if body is None else json.dumps(body).encode()
+        request = Request(method, path, self._query(query), payload,
+                          "application/json" if payload is not None else None)
+        try:
+            response = self.transport.send(request, self.timeout)
+        except TransportError as exc:
+            raise ApiUnreachable(f"{self.url}: {exc}") from exc
+        if response.status >= 300:
+            raise _problem(response.status, response.headers, response.body)
+        data = json.loads(response.body) if response.body else {}
         return data if isinstance(data, dict) else {}
 
     def create(self, job: Obj) -> Obj:
@@ -113,12 +123,33 @@ class TrainingApi:
 
     def logs(self, name: str, replica: str | None = None, index: int | None = None,
              follow: bool = False, tail_lines: int | None = None) -> Iterator[bytes]:
-        response = self._open("GET", self._jobs(name, "logs"), query={
+        """The log as it comes (``follow``: until the pod's container ends)."""
+        request = Request("GET", self._jobs(name, "logs"), self._query({
             "replica": replica, "index": index, "follow": follow or None,
-            "tailLines": tail_lines}, timeout=None if not follow else 3600)
-        with response:
-            while True:
-                chunk = response.read1(4096) if hasattr(response, "read1") else response.read()
-                if not chunk:
-                    return
-                yield chunk
+            "tailLines": tail_lines}))
+        try:
+            status, headers, raw = self.transport.stream(
+                request, FOLLOW_TIMEOUT if follow else self.timeout)
+        except TransportError as exc:
+            raise ApiUnreachable(f"{self.url}: {exc}") from exc
+        try:
+            if status != 200:
+                raise _problem(status, headers, raw.read())
+            yield from raw.stream(4096)
+        except TransportError as exc:
+            raise ApiUnreachable(f"{self.url}: the log was cut: {exc}") from exc
+        finally:
+            raw.release_conn()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+def _problem(status: int, headers: Mapping[str, str], body: bytes) -> ApiClientError:
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    try:
+        problem = json.loads(body)
+    except ValueError:
+        problem = {"detail": body[:500].decode("utf-8", "replace").strip()}
+    return ApiClientError(status, problem if isinstance(problem, dict) else {},
+                          is_problem=content_type.split(";")[0].strip() == PROBLEM_JSON)

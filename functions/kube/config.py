@@ -53,6 +53,9 @@ class ClusterConfig:
     token_file: str | None = None
     insecure: bool = False
     source: str = field(default="", compare=False)
+    # The namespace the context names (the pod's own in a cluster): a command-line client's
+    # default namespace, as kubectl's.
+    namespace: str | None = None
     # Tokens an exec plugin or auth provider returns: asked again for each refresh (the
     # loader re-runs the plugin once what it returned has expired).
     token_source: Callable[[], str | None] | None = field(default=None, compare=False,
@@ -77,11 +80,16 @@ def in_cluster() -> ClusterConfig:
         raise ConfigError("not running in a cluster (no KUBERNETES_SERVICE_HOST or token)")
     if ":" in host:
         host = f"[{host}]"
+    try:
+        namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or None
+    except OSError:
+        namespace = None
     return ClusterConfig(
         server=f"https://{host}:{port}",
         ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
         token_file=str(token_file),
         source="in-cluster",
+        namespace=namespace,
     )
 
 
@@ -190,7 +198,7 @@ def _entries(merged: Any, context: str | None, current: str | None) -> dict[str,
     if not name:
         raise ConfigError("no context given and no current-context set")
     chosen = merged["contexts"].get_with_name(name)["context"]
-    found: dict[str, Any] = {"context": name}
+    found: dict[str, Any] = {"context": name, "namespace": chosen.safe_get("namespace")}
     for kind in ("cluster", "user"):
         entry_name = chosen.safe_get(kind)
         listed = merged[kind + "s"] if merged.safe_get(kind + "s") else None
@@ -297,6 +305,7 @@ def _cluster_config(configuration: Any, entries: dict[str, Any], paths: str) -> 
         insecure=not configuration.verify_ssl,
         source=paths,
         token_source=token_source,
+        namespace=str(entries["namespace"]) if entries["namespace"] else None,
     )
 
 

@@ -1,4 +1,5 @@
-"""``python -m functions doctor``: output, exit codes, and an unreachable cluster."""
+"""``python -m functions doctor``: output (``-o text|json``, ``--json``), exit codes, and a
+cluster that cannot be read."""
 
 from __future__ import annotations
 
@@ -28,13 +29,19 @@ def test_render_prints_details_and_fixes_of_what_did_not_pass() -> None:
     assert lines[-1] == "1 pass, 1 fail"
 
 
-@pytest.mark.parametrize(("snapshot", "code"), [
-    pytest.param(healthy(), 0, id="healthy"),
-    pytest.param(with_(healthy(), network_policies=(deny_all(),)), 1, id="a-check-fails"),
+@pytest.mark.parametrize(("snapshot", "output", "code"), [
+    pytest.param(healthy(), ["--json"], 0, id="healthy-json-alias"),
+    pytest.param(healthy(), ["-o", "json"], 0, id="healthy-o-json"),
+    pytest.param(healthy(), ["-o", "text"], 0, id="healthy-text"),
+    pytest.param(healthy(), [], 0, id="healthy-default-text"),
+    pytest.param(with_(healthy(), network_policies=(deny_all(),)), ["--json"], 1,
+                 id="a-check-fails-json"),
+    pytest.param(with_(healthy(), network_policies=(deny_all(),)), ["-o", "text"], 1,
+                 id="a-check-fails-text"),
 ])
 def test_exit_code_follows_the_findings(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        snapshot: Snapshot, code: int) -> None:
+        snapshot: Snapshot, output: list[str], code: int) -> None:
     seen: list[str] = []
 
     def fake_read(kube: object, namespace: str) -> Snapshot:
@@ -43,14 +50,33 @@ def test_exit_code_follows_the_findings(
 
     monkeypatch.setattr(reader, "read", fake_read)
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
-    assert main(["doctor", "--kubeconfig", str(kubeconfig), "-n", "apps", "--json"]) == code
-    findings = json.loads(capsys.readouterr().out)
+    assert main(["doctor", "--kubeconfig", str(kubeconfig), "-n", "apps", *output]) == code
+    out = capsys.readouterr().out
     assert seen == ["apps"]
-    assert ("fail" in {f["status"] for f in findings}) is bool(code)
+    if any("json" in flag for flag in output):
+        statuses = {f["status"] for f in json.loads(out)}
+    else:
+        statuses = {line.split()[0].lower() for line in out.splitlines()[:-1]
+                    if line and not line.startswith(" ")}
+    assert ("fail" in statuses) is bool(code)
 
 
-def test_an_unreachable_cluster_is_exit_code_2(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")  # a port nothing listens on
-    assert main(["doctor", "--kubeconfig", str(kubeconfig)]) == 2
-    assert "cannot read the cluster" in capsys.readouterr().err
+@pytest.mark.parametrize(("kubeconfig", "message"), [
+    pytest.param("unreachable", "cannot read the cluster", id="connection-refused"),
+    pytest.param("absent", "no kubeconfig at", id="no-kubeconfig-at-the-path"),
+    pytest.param(None, "no kubeconfig: set KUBECONFIG or pass --kubeconfig", id="no-kubeconfig"),
+])
+def test_a_cluster_that_cannot_be_read_is_exit_code_4(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        kubeconfig: str | None, message: str) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    flags = []
+    if kubeconfig == "unreachable":  # a port nothing listens on
+        flags = ["--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig"))]
+    elif kubeconfig == "absent":
+        flags = ["--kubeconfig", str(tmp_path / "absent")]
+    assert main(["doctor", *flags]) == 4
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

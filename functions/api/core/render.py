@@ -1,17 +1,27 @@
-"""Text views of jobs for the CLI: a table for ``list`` and the live ``watch`` frame.
+"""What the CLI prints: tables for ``list`` (``-o wide`` with more columns, a NAMESPACE column
+with ``-A``), one job in full for ``get``, the live ``watch`` frame, the job documents as JSON
+or YAML, ``kind.group/name`` references as kubectl's ``-o name`` prints them, and problems as
+one line.
 
-Pure functions of API answers (plain dicts) and the current time, so the views are tested
-without a terminal.
+Pure functions of the API's job views (plain dicts, the same in both of the CLI's modes) and
+the current time, so the views are tested without a terminal or a cluster.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
+
+import yaml
+
+from functions.api.core import kinds
 
 Obj = dict[str, Any]
 FINISHED = ("Succeeded", "Failed")
 BAR_WIDTH = 20
+# The -o values and what each prints.
+FORMATS = ("text", "wide", "json", "yaml", "name")
 
 
 def _age(since: str | None, now: datetime) -> str:
@@ -48,17 +58,38 @@ def _queue_column(job: Obj) -> str:
         return f"#{info['position']} p{info.get('priority', 0)}"
     if info.get("admission") == "kueue":
         return f"kueue:{info.get('name')}"
+    if job.get("state") == "Queued":  # a view without a position (read from the CR directly)
+        return f"queued p{info.get('priority', 0)}"
     return "-"
 
 
-def table(jobs: list[Obj], now: datetime) -> str:
-    header = ("NAME", "FRAMEWORK", "STATE", "QUEUE", "REPLICAS", "AGE")
+def _reason(job: Obj) -> str:
+    """The reason of the job's latest true condition: why it is where it is."""
+    true = [c for c in job.get("conditions") or [] if c.get("status") == "True"]
+    return str(true[-1].get("reason") or "-") if true else "-"
+
+
+def table(jobs: list[Obj], now: datetime, *, wide: bool = False,
+          namespaces: bool = False) -> str:
+    """One row per job; ``wide`` adds KIND, PRIORITY, FAILED (replicas) and REASON,
+    ``namespaces`` (``-A``) a NAMESPACE column first, as kubectl's tables."""
+    header = ["NAME", "FRAMEWORK", "STATE", "QUEUE", "REPLICAS", "AGE"]
+    if wide:
+        header += ["KIND", "PRIORITY", "FAILED", "REASON"]
+    if namespaces:
+        header.insert(0, "NAMESPACE")
     rows = [header]
     for job in jobs:
-        desired, active, succeeded, _ = totals(job)
-        rows.append((str(job.get("name")), str(job.get("framework")), str(job.get("state")),
-                     _queue_column(job), f"{active + succeeded}/{desired}",
-                     _age(job.get("createdAt"), now)))
+        desired, active, succeeded, failed = totals(job)
+        row = [str(job.get("name")), str(job.get("framework")), str(job.get("state")),
+               _queue_column(job), f"{active + succeeded}/{desired}",
+               _age(job.get("createdAt"), now)]
+        if wide:
+            row += [str(job.get("kind")), str((job.get("queue") or {}).get("priority", 0)),
+                    str(failed), _reason(job)]
+        if namespaces:
+            row.insert(0, str(job.get("namespace")))
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
                      for row in rows)
@@ -73,9 +104,11 @@ def bar(done: int, running: int, total: int, width: int = BAR_WIDTH) -> str:
     return "[" + "#" * full + ">" * active + "." * (width - full - active) + "]"
 
 
-def details(job: Obj, now: datetime) -> str:
-    """One job in full: state, queue, replica bars, conditions."""
-    lines = [f"{job.get('name')}  {job.get('kind')}  {job.get('state')}"]
+def details(job: Obj, now: datetime, *, namespaced: bool = False) -> str:
+    """One job in full: state, queue, replica bars, conditions (``namespaced``: its name as
+    ``namespace/name``)."""
+    name = f"{job.get('namespace')}/{job.get('name')}" if namespaced else job.get("name")
+    lines = [f"{name}  {job.get('kind')}  {job.get('state')}"]
     info = job.get("queue") or {}
     if info.get("admission") != "none":
         position = f", position {info['position']}" if info.get("position") else ""
@@ -95,17 +128,50 @@ def details(job: Obj, now: datetime) -> str:
     return "\n".join(lines)
 
 
-def watch_frame(jobs: list[Obj], namespace: str, now: datetime, missing: list[str]) -> str:
-    """The whole screen of one ``watch`` refresh."""
+def watch_frame(jobs: list[Obj], namespace: str | None, now: datetime, missing: list[str],
+                *, wide: bool = False) -> str:
+    """The whole screen of one ``watch`` refresh: every job in full, or the wide table
+    (``wide``); ``namespace`` ``None`` for every namespace (``-A``)."""
     done = sum(1 for j in jobs if j.get("state") in FINISHED)
-    lines = [f"training jobs in {namespace}: {done}/{len(jobs)} finished  "
+    where = namespace if namespace is not None else "all namespaces"
+    lines = [f"training jobs in {where}: {done}/{len(jobs)} finished  "
              f"({now.strftime('%H:%M:%S')})", ""]
-    for job in jobs:
-        lines.append(details(job, now))
-        lines.append("")
+    if wide:
+        lines += [table(jobs, now, wide=True, namespaces=namespace is None), ""]
+    else:
+        for job in jobs:
+            lines.append(details(job, now, namespaced=namespace is None))
+            lines.append("")
     lines.extend(f"{name}: not found" for name in missing)
     return "\n".join(lines).rstrip() + "\n"
 
 
 def all_finished(jobs: list[Obj]) -> bool:
     return bool(jobs) and all(j.get("state") in FINISHED for j in jobs)
+
+
+def reference(job: Obj) -> str:
+    """``kind.group/name``, as ``kubectl get -o name`` prints it (so kubectl takes it back:
+    ``kubectl describe $(... -o name)``)."""
+    kind = str(job.get("kind"))
+    group = kinds.of({"kind": kind}).api_version.rpartition("/")[0]
+    resource = f"{kind.lower()}.{group}" if group else kind.lower()
+    return f"{resource}/{job.get('name')}"
+
+
+def document(data: Obj, fmt: str) -> str:
+    """``data`` as ``json`` (indented) or ``yaml``, in the API's field order."""
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return json.dumps(data, indent=2)
+
+
+def problem_line(problem: Obj, status: int | None = None) -> str:
+    """A problem document as one line: its detail, the status, then each field's error that
+    the detail does not already say."""
+    status = status or problem.get("status")
+    detail = str(problem.get("detail") or problem.get("title") or "failed")
+    extra = [f"{e.get('field')}: {e.get('message')}" for e in problem.get("errors") or []]
+    extra = [text for text in extra if text not in detail]
+    line = f"{detail} ({status})" if status else detail
+    return line + (": " + "; ".join(extra) if extra else "")

@@ -15,12 +15,14 @@ import argparse
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
+from urllib3.exceptions import InsecureRequestWarning
 
 import functions
 from functions.__main__ import program_name
@@ -358,8 +360,11 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(ExitCode.USAGE, usage)
         if args.action == "submit":  # a request that cannot be read is a usage error
             args.body = _request(args)
-        target = connect(args)
-        result: int = args.run(args, target, sys.stdout)
+        with warnings.catch_warnings():
+            if args.insecure:  # asked for: not a warning on every request
+                warnings.simplefilter("ignore", InsecureRequestWarning)
+            target = connect(args)
+            result: int = args.run(args, target, sys.stdout)
     except CliError as exc:
         failure = exc
     except ApiClientError as exc:

@@ -27,7 +27,7 @@ from urllib3.exceptions import InsecureRequestWarning
 import functions
 from functions.__main__ import program_name
 from functions.api.client import ApiClientError, ApiUnreachable
-from functions.api.connect import Jobs, Target, connect
+from functions.api.connect import DESCRIPTION, MODES, Jobs, Target, connect
 from functions.api.core import render
 from functions.api.core.models import STATES
 from functions.api.exits import EPILOG, CliError, ExitCode, NotFound
@@ -35,22 +35,6 @@ from functions.core.errors import TemporaryError
 
 CLEAR = "\x1b[H\x1b[2J"
 Obj = dict[str, Any]
-DESCRIPTION = """Submit and follow Kubeflow training jobs (PyTorchJob, TFJob, MPIJob, MXJob,
-XGBoostJob, PaddleJob, JAXJob and Kubeflow Trainer TrainJobs) as kubectl does: the kubeconfig's
-context, namespace and credentials (--kubeconfig, --context, -n: default the context's
-namespace, else default).
-
-Two modes:
-  training API  when --url or TRAINING_API_URL is set. Requests carry --token, --token-file,
-                TRAINING_API_TOKEN(_FILE) or else the kubeconfig's bearer token; the API
-                reviews it, checks your RBAC, refuses a priority above your namespace's
-                maximum and shows queue positions.
-  direct        otherwise. The job CRs are read and written as the kubeconfig's user: your
-                RBAC on the job kinds applies (pods and pods/log too for logs) and the
-                API's checks do not. A job is still queued, but a priority above the maximum
-                is capped by the queue instead of refused, and views show no queue position.
-
--o json|yaml print the API's job documents (Job; JobList for list) in both modes."""
 NAME_ONLY = ("text", "name")
 
 
@@ -259,8 +243,8 @@ def build(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def action(name: str, text: str, run: Callable[..., int]) -> argparse.ArgumentParser:
-        p = actions.add_parser(name, help=text, description=text, epilog=EPILOG,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = actions.add_parser(name, help=text, description=f"{text}\n\n{MODES}",
+                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
         _connection(p)
         p.set_defaults(run=run)
         return p

@@ -36,6 +36,25 @@ from functions.kube.config import kubeconfig_paths as default_paths
 
 Obj = dict[str, Any]
 DEFAULT_NAMESPACE = "default"
+DESCRIPTION = """Submit and follow Kubeflow training jobs (PyTorchJob, TFJob, MPIJob, MXJob,
+XGBoostJob, PaddleJob, JAXJob and Kubeflow Trainer TrainJobs) as kubectl does: the kubeconfig's
+context, namespace and credentials (--kubeconfig, --context, -n: default the context's
+namespace, else default).
+
+Two modes:
+  training API  when --url or TRAINING_API_URL is set. Requests carry --token, --token-file,
+                TRAINING_API_TOKEN(_FILE) or else the kubeconfig's bearer token; the API
+                reviews it, checks your RBAC, refuses a priority above your namespace's
+                maximum and shows queue positions.
+  direct        otherwise. The job CRs are read and written as the kubeconfig's user: your
+                RBAC on the job kinds applies (pods and pods/log too for logs) and the
+                API's checks do not. A job is still queued, but a priority above the maximum
+                is capped by the queue instead of refused, and views show no queue position.
+
+-o json|yaml print the API's job documents (Job; JobList for list) in both modes."""
+MODES = """Through the training API with --url or TRAINING_API_URL; otherwise directly on the job
+CRs as the kubeconfig's user: your RBAC applies and the API's checks do not (no priority
+refusal: the queue caps it; no queue positions). Both modes: --help without an action."""
 NO_KUBECONFIG = "no kubeconfig: set KUBECONFIG or pass --kubeconfig"
 
 

@@ -116,13 +116,19 @@ def test_console_scripts_show_their_own_names_and_the_exit_codes(
     assert "3  timed out" in done.stdout and "4  cannot reach" in done.stdout
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    pytest.param(["--help"], ["your RBAC on the job kinds applies", "the API's checks do not",
+                              "capped by the queue instead of refused"], id="jobs"),
+    pytest.param(["submit", "--help"], ["your RBAC applies and the API's checks do not",
+                                        "the queue caps it"], id="submit"),
+    pytest.param(["list", "--help"], ["your RBAC applies and the API's checks do not"],
+                 id="list"),
+])
 def test_help_says_what_direct_mode_checks_and_what_it_does_not(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert code_of(["jobs", "--help"]) == 0
+        capsys: pytest.CaptureFixture[str], argv: list[str], said: list[str]) -> None:
+    assert code_of(["jobs", *argv]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "your RBAC on the job kinds applies" in out
-    assert "the API's checks do not" in out
-    assert "capped by the queue instead of refused" in out
+    assert [text for text in said if text not in out] == []
 
 
 # -- where the kubeconfig sends each mode -------------------------------------------------------

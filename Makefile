@@ -9,10 +9,12 @@ export GOWORK := off
 
 .PHONY: venv testbin dev test unit lint bench profile devstack-bench clean-testbin
 
-$(VENV)/.installed: pyproject.toml
+# The product and, beside it, the local stack it is developed and tested on (tools/devstack, a
+# distribution of its own that the product never imports).
+$(VENV)/.installed: pyproject.toml tools/devstack/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -e '.[dev]' -e ./tools/devstack
 	touch $@
 
 venv: $(VENV)/.installed
@@ -22,10 +24,10 @@ testbin:
 	TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh
 
 dev: venv
-	$(PY) -m functions dev
+	$(PY) -m devstack dev
 
 lint: venv
-	$(VENV)/bin/ruff check functions tests bench
+	$(VENV)/bin/ruff check functions tests bench tools/devstack
 	$(VENV)/bin/mypy
 
 # The tests that need no cluster, no Go-built binary and no upstream manifests: they pass on a

@@ -22,13 +22,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import LocalCluster
 from functions.api.client import TrainingApi
 from functions.api.core import crs
 from functions.api.core.models import JobRequest
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.ports import free_port
-from functions.cluster.runner import LocalCluster
 from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import KubeClient

@@ -46,8 +46,8 @@ from bench.burst_systems import LIMIT_USER, SYSTEMS, Started, start
 from bench.burst_workload import NAMESPACE, Observer, children, created_status, job
 from bench.jobs import _untaint
 from bench.stats import summary
-from functions.cluster import kwok
-from functions.cluster.binaries import ensure_bin_dir
+from devstack.cluster import kwok
+from devstack.cluster.binaries import ensure_bin_dir
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig

@@ -1,5 +1,5 @@
 """The upstream Go Kubeflow training-operator (v1.9.3, ``cmd/training-operator.v1``) run
-against a :class:`~functions.cluster.runner.LocalCluster`, as the baseline of the burst
+against a :class:`~devstack.cluster.runner.LocalCluster`, as the baseline of the burst
 benchmark.
 
 It runs as deployed upstream (``manifests/base/deployment.yaml``: no arguments, so every
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from functions.cluster import pki
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.ports import free_port
-from functions.cluster.runner import Component, LocalCluster, stop_process_group
+from devstack.cluster import pki
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import Component, LocalCluster, stop_process_group
 from functions.kube import resources
 
 USER = "training-operator"

@@ -4,7 +4,7 @@
   services and its ``Created`` status (as a controller would), at a given concurrency;
 * ``go-default`` / ``go-tuned`` — the upstream Go training-operator (``bench.burst_go``) with
   the upstream CRDs;
-* ``ours`` — the product's dev stack (``functions.dev.stack.DevStack``: the functions under
+* ``ours`` — the product's dev stack (``devstack.stack.DevStack``: the functions under
   gunicorn with their own ServiceAccounts, the real ApiServerSource adapters, the Broker
   emulation router) with our CRDs; ``ours-x2`` and ``ours-x4`` run each function as 2 or 4
   processes (replicas), the router spreading deliveries over them;
@@ -32,13 +32,13 @@ from bench.burst_go import SETTINGS, GoOperator, install_crds
 from bench.burst_go import USER as GO_USER
 from bench.burst_workload import nodes
 from bench.jobs import REPO
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
-from functions.dev.podhost import POD_HOST_CONTROLLERS
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
+from devstack.podhost import POD_HOST_CONTROLLERS
 from functions.kube import resources
 
 if TYPE_CHECKING:
-    from functions.dev.stack import DevStack
+    from devstack.stack import DevStack
 
 SYSTEMS = ("limit", "go-default", "go-tuned", "ours", "ours-x2", "ours-x4", "ours-knative")
 REPLICAS = {"ours": 1, "ours-x2": 2, "ours-x4": 4, "ours-knative": 1}
@@ -113,7 +113,7 @@ def start(system: str, bin_dir: Path, *, adapter_env: dict[str, str] | None = No
 def _ours(cluster: LocalCluster, bin_dir: Path, replicas: int,
           adapter_env: dict[str, str]) -> Started:
     """The dev stack as it is, with the resync ticker off (the burst is event-driven)."""
-    from functions.dev.stack import DevStack
+    from devstack.stack import DevStack
 
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, replicas=replicas,
                      broker="emulated", source_filters=True,
@@ -173,7 +173,7 @@ def _pids(stack: DevStack, prefix: str) -> list[int]:
 
 def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
     """The dev stack on the real Knative event path, the PingSource left out (resync off)."""
-    from functions.dev.stack import DevStack
+    from devstack.stack import DevStack
 
     stack = DevStack(bin_dir, resync_interval=0, cluster=cluster, broker="knative",
                      source_filters=True).start()
@@ -194,7 +194,7 @@ def _ours_knative(cluster: LocalCluster, bin_dir: Path) -> Started:
 
 def _knative_processes(stack: DevStack, started: Started) -> None:
     """Which processes are the event path, by part. Each local pod is its network half
-    (``functions.dev.podnet``, run by the local kubelet: it accepts and connects, and hands the
+    (``devstack.podnet``, run by the local kubelet: it accepts and connects, and hands the
     connections over to the cluster network) with the container below it: the containers are
     Knative's real cost, the pods' network halves (still named ``pod-network-relays``) and the
     cluster network process stand in for a cluster's pod network and kube-proxy, so they are
@@ -226,7 +226,7 @@ def _watching(cluster: LocalCluster, namespace: str) -> None:
     ApiServerSource controller rewrites the all-namespaces adapters for it (a restart, and
     the functions' resync that follows). Wait for that to be over, so the burst measures the
     event path, not an adapter restart."""
-    from functions.dev import knative
+    from devstack import knative
 
     kube = cluster.client()
     knative.wait_until(lambda: knative.sources_not_watching(kube, namespace,
@@ -252,7 +252,7 @@ def workload_of(pod: dict[str, Any]) -> str:
 
 def _function_figures(stack: DevStack) -> dict[str, float]:
     """What the controller's functions (not the Broker's dead-letter sink) did so far."""
-    from functions.dev.stack import FUNCTIONS
+    from devstack.stack import FUNCTIONS
 
     urls = stack.replica_urls
     return burst_functions.scrape({f: urls[f] for f in FUNCTIONS if f in urls})

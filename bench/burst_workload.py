@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.jobs import _job
-from functions.cluster import kwok
+from devstack.cluster import kwok
 from functions.jobs.core.defaults import with_defaults
 from functions.jobs.core.model import parse_job
 from functions.jobs.core.objects import desired_pod, desired_service

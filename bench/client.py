@@ -5,7 +5,7 @@ event sender against a local keep-alive HTTP/1.1 server in another process.
 figure the median over ``repeats`` runs of the process's CPU time (``time.process_time``,
 every thread of this process, none of the servers') for ``requests`` requests, per request, in
 milliseconds. Without ``--kubeconfig`` a local cluster is started from the Go-built binaries
-(``TESTBIN_DIR`` or :func:`functions.cluster.binaries.ensure_bin_dir`).
+(``TESTBIN_DIR`` or :func:`devstack.cluster.binaries.ensure_bin_dir`).
 
 * ``get_small_ms``: ``GET /api/v1/namespaces/default`` through ``HttpTransport.send``.
 * ``create_pod_ms``: a pod-sized ``POST`` (``dryRun=All``, so nothing is stored, while the
@@ -35,7 +35,7 @@ from typing import Any
 
 import urllib3
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.kube.config import ClusterConfig, from_kubeconfig
 from functions.kube.transport import HttpTransport, Request
 from functions.runtime.sender import ConnectionPool, post_event
@@ -157,8 +157,8 @@ def api_server(kubeconfig: Path | None) -> Iterator[ClusterConfig]:
     if kubeconfig is not None:
         yield from_kubeconfig(kubeconfig)
         return
-    from functions.cluster.binaries import ensure_bin_dir
-    from functions.cluster.runner import LocalCluster
+    from devstack.cluster.binaries import ensure_bin_dir
+    from devstack.cluster.runner import LocalCluster
 
     testbin = os.environ.get("TESTBIN_DIR")
     with LocalCluster(Path(testbin) if testbin else ensure_bin_dir()) as cluster:

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 from bench.stats import summary
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.runner import LocalCluster
 
 
 def run(repeats: int = 3) -> dict[str, Any]:

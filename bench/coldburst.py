@@ -24,8 +24,8 @@ from bench.burst_systems import wait_event_path_live
 from bench.burst_workload import job
 from bench.jobs import _untaint
 from bench.stats import summary
-from functions.cluster.binaries import ensure_bin_dir
-from functions.dev.stack import DevStack
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 

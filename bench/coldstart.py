@@ -42,7 +42,7 @@ from bench.runtime import (
     time_to_ready_and_event,
 )
 from bench.runtime import cold_start as gunicorn_cold_start
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from tests.deploy.support import dockerfile_command, local_command_env
 
 REPO = Path(__file__).resolve().parents[1]

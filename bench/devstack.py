@@ -1,4 +1,4 @@
-"""``python -m bench.devstack``: how long ``python -m functions dev`` takes to be ready with warm
+"""``python -m bench.devstack``: how long ``python -m devstack dev`` takes to be ready with warm
 binaries, through the real Knative Eventing and through the emulated Broker (the start-up
 phases as the stack times them, medians of repeated starts), and how long each group of
 binaries took to build, as ``hack/ensure-testbin.sh`` recorded it when it built the cached
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from functions.cluster.binaries import ensure_bin_dir
-from functions.dev import controllers
-from functions.dev.stack import Broker, DevStack
-from functions.dev.upstream import trainer_manifests
+from devstack import controllers
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.stack import Broker, DevStack
+from devstack.upstream import trainer_manifests
 
 RESULTS = Path(__file__).parent / "results"
 PHASES = ("cluster", "install", "ready")

@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from bench.stats import summary
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS
 from functions.jobs.core.defaults import with_defaults

@@ -36,7 +36,7 @@ from typing import Any
 from bench import go_profile, profile_wall
 from bench.burst import one_run
 from bench.burst_systems import Started
-from functions.cluster.binaries import ensure_bin_dir
+from devstack.cluster.binaries import ensure_bin_dir
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -18,12 +18,12 @@ from typing import Any
 from bench.fleet import converged_fleet, local_cluster
 from bench.jobs import REPO
 from bench.stats import summary
-from functions.cluster.runner import LocalCluster
+from devstack.broker import ping_event
+from devstack.cluster.runner import LocalCluster
 from functions.core.delivery_auth import DISABLED
 from functions.kube.client import KubeClient, RequestHook
 from functions.runtime.app import create_app
 from functions.runtime.eventing import load_manifests
-from functions.runtime.router import ping_event
 
 FUNCTIONS = ("reconcile", "status", "gc")
 WRITES = ("create", "apply", "patch", "delete")

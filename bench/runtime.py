@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import summary
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.runtime.sender import post_event
 from tests.support import http_status
 

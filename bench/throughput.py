@@ -35,7 +35,7 @@ from typing import Any
 from bench.fleet import NAMESPACE, converged_fleet, local_cluster
 from bench.jobs import REPO
 from bench.stats import summary
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.kube import resources
 from functions.kube.client import KubeClient
 

@@ -27,10 +27,10 @@ import yaml
 
 from bench.jobs import REPO
 from bench.stats import summary
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
-from functions.dev.upstream import fetch_trainer_manifests
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
+from devstack.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.recorder import EventRecorder

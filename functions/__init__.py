@@ -2,7 +2,7 @@
 
 The package is layered: ``functions.core`` and each domain's ``core`` subpackage are pure (plain
 data in, plain data out); ``functions.kube`` is the one seam to the Kubernetes API;
-``functions.runtime`` turns CloudEvents into reconcile calls; ``functions.cluster`` runs a real
+``functions.runtime`` turns CloudEvents into reconcile calls; ``devstack.cluster`` runs a real
 local control plane for development and tests.
 """
 

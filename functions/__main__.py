@@ -1,4 +1,5 @@
-"""``python -m functions <command>``: one entry point for the container and for local work.
+"""``python -m functions <command>``: one entry point for the container and for users (the
+local cluster and development stack are ``python -m devstack``, a distribution of their own).
 
 Each command lives in its own module exposing ``add_parser(subparsers)``, which registers the
 command and sets ``handler`` (``args -> exit code``). Only the module of the command being run
@@ -20,11 +21,6 @@ import functions
 # command -> (module, name of its ``add_parser`` function)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("functions.runtime.serve", "add_parser"),
-    "record": ("functions.runtime.recording", "add_record_parser"),
-    "replay": ("functions.runtime.recording", "add_replay_parser"),
-    "router": ("functions.runtime.router", "add_parser"),
-    "cluster": ("functions.cluster.cli", "add_parser"),
-    "dev": ("functions.dev.cli", "add_parser"),
     "jobs": ("functions.api.cli", "add_parser"),
     "doctor": ("functions.doctor.cli", "add_parser"),
 }

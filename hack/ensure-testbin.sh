@@ -76,7 +76,7 @@ volcano.sh/volcano@v1.10.0:config/crd/volcano/bases:scheduling.volcano.sh_podgro
 sigs.k8s.io/scheduler-plugins@v0.28.9:config/crd/bases:scheduling.x-k8s.io_podgroups.yaml"
 # Knative Eventing's own install manifests, taken as data from the module the knative group
 # builds (same version): "directory in the module:directory under knative-eventing/". The
-# local dev stack applies them (functions/dev/knative.py) and runs the Deployments' images.
+# local dev stack applies them (tools/devstack/devstack/knative.py) and runs the Deployments' images.
 KNATIVE_CONFIG="config/core:core
 config/brokers/mt-channel-broker:mt-channel-broker
 config/channels/in-memory-channel:in-memory-channel

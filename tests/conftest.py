@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
-from functions.dev.upstream import fetch_trainer_manifests
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
+from devstack.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.app import FunctionRuntime
@@ -44,7 +44,7 @@ _active_cluster: LocalCluster | None = None
 # (functions.runtime.delivery_auth), unless FUNCTIONS_DELIVERY_AUTH=none. The tests that post
 # events to them directly, as a Broker would, run them with that check off, and so do the
 # processes they start; the tests of the check turn it on themselves
-# (tests/runtime/test_delivery_auth.py), and the local stack (functions.dev.stack) turns it
+# (tests/runtime/test_delivery_auth.py), and the local stack (devstack.stack) turns it
 # on for its receivers whatever this says (tests/dev/e2e).
 os.environ["FUNCTIONS_DELIVERY_AUTH"] = "none"
 

@@ -15,14 +15,14 @@ import pytest
 
 from tests.support import REPO
 
-OWN_CODE = ("functions", "bench", "hack")
+OWN_CODE = ("functions", "tools", "bench", "hack")
 MODULES = sorted(p for root in OWN_CODE for p in (REPO / root).rglob("*.py"))
 # Servers written on the standard library's socket servers are servers of our own.
 SERVER_PRIMITIVES = ("socketserver", "http.server", "wsgiref")
 # Who may import the standard HTTP client, and why (its framing, not ours).
 HTTP_CLIENT_USERS = {
     "functions/kube/pools.py": "the exception types of the client under urllib3",
-    "functions/dev/sandbox.py": "the local kubelet's probe over a pod's Unix socket",
+    "tools/devstack/devstack/sandbox.py": "the local kubelet's probe over a pod's Unix socket",
     "bench/client.py": "the client-cost benchmark measures it beside urllib3",
     "bench/throughput.py": "the throughput benchmark's keep-alive sender",
 }
@@ -30,7 +30,7 @@ HTTP_CLIENT_USERS = {
 KUBECONFIG_FIELDS = ("current-context", "certificate-authority-data", "client-key-data")
 KUBECONFIG_WRITERS = {
     "functions/kube/config.py": "hands inline data to the loader as private files",
-    "functions/cluster/runner.py": "writes the local cluster's kubeconfigs",
+    "tools/devstack/devstack/cluster/runner.py": "writes the local cluster's kubeconfigs",
     "bench/runtime.py": "writes a throw-away kubeconfig for a served function",
 }
 REMOVED = ("functions/core/http1.py", "functions/kube/wire.py", "functions/runtime/httpd.py")

@@ -1,46 +1,23 @@
-"""The ``python -m functions`` entry point."""
+"""The ``python -m functions`` entry point: the container's and the users' commands only."""
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from functions.__main__ import build_parser, main
-from tests.core.test_events import SAMPLES
-from tests.runtime.test_serve import write_kubeconfig
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_only_the_requested_command_is_loaded() -> None:
-    parser = build_parser(["record", "--out", "x.jsonl"])
-    args = parser.parse_args(["record", "--out", "x.jsonl"])
-    assert args.command == "record"
+    parser = build_parser(["doctor", "-n", "x"])
+    assert parser.parse_args(["doctor", "-n", "x"]).command == "doctor"
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "reconcile"])
 
 
-def test_without_a_command_help_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_command_help_lists_the_product_s_commands_alone(
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     out = capsys.readouterr().out
-    for command in ("serve", "record", "replay", "router"):
-        assert command in out
-
-
-def test_replay_in_process_from_the_command_line(tmp_path: Path) -> None:
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig),
-           "FUNCTIONS_CONTROLLER_MODULES": "tests.runtime.controllers"}
-    result = subprocess.run(
-        [sys.executable, "-m", "functions", "replay",
-         str(SAMPLES / "02-captured-resource-update-pytorchjob-status.http.json"),
-         "--in-process", "reconcile", "--duplicate", "1", "--seed", "3"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert (report["read"], report["sent"], report["accepted"]) == (1, 2, 2)
+    assert all(command in out for command in ("serve", "jobs", "doctor"))
+    assert not [c for c in ("dev", "cluster", "router", "record", "replay")
+                if f"    {c} " in out], "the local stack's commands are python -m devstack's"

@@ -407,7 +407,7 @@ def test_readme_full_collections_wait_for_the_quiet_the_functions_report() -> No
 
 def test_readme_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
     """README, Measured: how many pod changes kwok plays at once, in every committed run."""
-    from functions.cluster.kwok import POD_PLAY_PARALLELISM
+    from devstack.cluster.kwok import POD_PLAY_PARALLELISM
 
     assert f"plays {POD_PLAY_PARALLELISM} pod changes at once" in MEASURED
     for size in ("jobs_200", "jobs_1000"):

@@ -99,18 +99,9 @@ KubeFactory = Callable[["RequestHook"], "KubeClient"]
 
 
 def _default_kube_factory(on_request: RequestHook) -> KubeClient:
-    """The process's client from the kubeconfig or the pod's ServiceAccount. For chaos tests,
-    ``FUNCTIONS_API_FAULTS`` (e.g. ``rate=0.1,seed=1``) makes a share of its requests fail as
-    a busy API server's do (:mod:`functions.testing.faults`); never set it in a cluster."""
+    """The process's client from the kubeconfig or the pod's ServiceAccount."""
     from functions.kube.client import KubeClient
-    kube = KubeClient.from_config(on_request=on_request)
-    faults = os.environ.get("FUNCTIONS_API_FAULTS")
-    if faults:
-        from functions.testing.faults import FaultInjectingTransport, plan_from_text
-        log.warning("injecting API faults (%s)", faults)
-        kube.transport = FaultInjectingTransport(kube.transport,
-                                                 plan_from_text(faults, os.getpid()))
-    return kube
+    return KubeClient.from_config(on_request=on_request)
 
 
 class FunctionRuntime:

@@ -19,7 +19,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from functions.runtime.app import FUNCTION_CHOICES
+from functions.runtime.app import FUNCTION_CHOICES, KubeFactory
 from functions.runtime.worker import RequestSlots
 
 # ``api`` is the training API (functions/api), a REST service rather than an event function;
@@ -30,9 +30,13 @@ SERVE_CHOICES = (*FUNCTION_CHOICES, "api", "dead-letters")
 class FunctionServer(BaseApplication):  # type: ignore[misc]
     """Gunicorn serving :func:`functions.runtime.app.create_app` for one function."""
 
-    def __init__(self, function: str, options: dict[str, Any]) -> None:
+    def __init__(self, function: str, options: dict[str, Any],
+                 kube_factory: KubeFactory | None = None) -> None:
         self.function = function
         self.options = options
+        # Builds each worker's API client (default: from the kubeconfig or the pod's
+        # ServiceAccount); the local stack passes one that injects API faults.
+        self.kube_factory = kube_factory
         super().__init__()
 
     def load_config(self) -> None:
@@ -51,7 +55,7 @@ class FunctionServer(BaseApplication):  # type: ignore[misc]
 
         from functions.runtime.app import create_app, runtime_of
         from functions.runtime.collector import Collector
-        app = create_app(self.function, warm_up="now")
+        app = create_app(self.function, warm_up="now", kube_factory=self.kube_factory)
         # What the warm-up loaded (modules, controllers, the caches' first lists) lives as
         # long as the worker: the collector need not walk it again at every full collection.
         gc.freeze()
@@ -161,12 +165,14 @@ def default_threads(function: str) -> int:
 
 
 def serve(function: str, port: int, workers: int = 1, threads: int = EVENT_FUNCTION_THREADS,
-          host: str = "0.0.0.0") -> None:  # noqa: S104
+          host: str = "0.0.0.0",  # noqa: S104
+          kube_factory: KubeFactory | None = None) -> None:
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         directory = tempfile.mkdtemp(prefix="functions-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
         atexit.register(_remove_in_master, directory, os.getpid())
-    FunctionServer(function, gunicorn_options(port, workers, threads, host)).run()
+    FunctionServer(function, gunicorn_options(port, workers, threads, host),
+                   kube_factory).run()
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -18,14 +18,14 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import LocalCluster
 from functions.__main__ import main
 from functions.api import queue_controller
 from functions.api.app import create_api_app
 from functions.api.core.policy import CONFIGMAP
 from functions.api.policy import PolicySource
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.ports import free_port
-from functions.cluster.runner import LocalCluster
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core.frameworks import FRAMEWORKS

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from devstack.cluster.runner import LocalCluster
 from functions.api import queue_controller
 from functions.api.core import crs, queue
 from functions.api.core.models import JobRequest
-from functions.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.api.conftest import QueueWorld, job_request, set_priority_policy

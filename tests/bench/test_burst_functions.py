@@ -1,7 +1,7 @@
 """bench.burst_functions: the functions' own figures of a burst, from their ``/metrics``.
 
 The data files are two functions' metrics scraped at the end of a 200-job burst through the
-real Knative data plane.
+real Knative data plane (their own series since renamed under the prefix ``odh_training_``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench import burst, burst_functions, report_burst
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 
 DATA = Path(__file__).parent / "data"
 RECONCILE = (DATA / "reconcile-metrics.prom").read_text()

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.runner import LocalCluster
+from devstack.recording import RecordedRequest, read_recording
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from functions.runtime.recording import RecordedRequest, read_recording
 from tests.chaos.replay import FunctionUnderTest, settle
 from tests.chaos.scenario import (
     JOB_KINDS,

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from functions.cluster.binaries import ensure_bin_dir
-from functions.dev.stack import DevStack
-from functions.dev.upstream import fetch_trainer_manifests
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.stack import DevStack
+from devstack.upstream import fetch_trainer_manifests
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import (

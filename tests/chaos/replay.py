@@ -26,15 +26,15 @@ from typing import Any
 
 from flask import Flask
 
-from functions.cluster import kwok
+from devstack.broker import ping_event
+from devstack.cluster import kwok
+from devstack.recording import RecordedRequest, ReplayReport, Sender, replay
 from functions.core.delivery import parse_retry_after
 from functions.kube import resources
 from functions.kube.client import KubeClient, RequestHook
 from functions.kube.transport import Request, Response, Transport
 from functions.runtime.app import create_app, runtime_of
 from functions.runtime.eventing import load_manifests
-from functions.runtime.recording import RecordedRequest, ReplayReport, Sender, replay
-from functions.runtime.router import ping_event
 from tests.support import REPO
 
 Obj = dict[str, Any]

@@ -21,11 +21,11 @@ from typing import Any
 
 import yaml
 
-from functions.cluster import kwok
+from devstack.cluster import kwok
+from devstack.recording import RecordedRequest
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
-from functions.runtime.recording import RecordedRequest
 from tests.support import REPO
 
 Obj = dict[str, Any]

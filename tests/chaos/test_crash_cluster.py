@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.ports import free_port
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import LocalCluster
+from devstack.recording import RecordedRequest, ReplayReport, replay
 from functions.kube.client import KubeClient
-from functions.runtime.recording import RecordedRequest, ReplayReport, replay
 from functions.runtime.sender import post_event
 from tests.chaos.conftest import jobs_stream
 from tests.chaos.replay import resync_event

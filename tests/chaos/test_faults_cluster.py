@@ -4,7 +4,7 @@ still converge when resyncs keep coming, without duplicate pods, and deleting ev
 leaves no finalizer behind.
 
 The functions run in process (``create_app("all")``) with their API client on a
-:class:`~functions.testing.faults.FaultInjectingTransport`; the test reads the cluster through
+:class:`~devstack.faults.FaultInjectingTransport`; the test reads the cluster through
 its own fault-free client.
 """
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
+from devstack.faults import FaultInjectingTransport, FaultPlan
 from functions.kube import resources
 from functions.kube.client import KubeClient, RequestHook
-from functions.testing.faults import FaultInjectingTransport, FaultPlan
 from functions.trainer import controller as trainer_controller
 from tests.chaos.replay import FunctionUnderTest, environment, trainer_environment
 from tests.chaos.scenario import (

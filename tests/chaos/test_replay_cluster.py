@@ -25,11 +25,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
+from devstack.recording import RecordedRequest
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from functions.runtime.recording import RecordedRequest
 from tests.chaos.conftest import jobs_stream, replay_jobs
 from tests.chaos.replay import FunctionUnderTest, environment, settle, trainer_environment
 from tests.chaos.scenario import (

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from functions.cluster import kwok
+from devstack.cluster import kwok
+from devstack.stack import DevStack
 from functions.core.errors import TemporaryError
-from functions.dev.stack import DevStack
 from functions.jobs.core.frameworks import LABEL_JOB_NAME
 from functions.jobs.core.planning import RESTARTS_ANNOTATION
 from functions.kube import resources

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.runtime.sender import post_event
 from tests.core.test_events import load_sample
 from tests.deploy.support import (

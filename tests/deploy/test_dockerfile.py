@@ -164,6 +164,24 @@ def test_lock_is_a_closed_set() -> None:
     assert missing == set()
 
 
+def test_lock_holds_only_what_the_project_needs() -> None:
+    """The lock is the closure of the project's dependencies and nothing more: what only the
+    local stack (tools/devstack) or the tests use never reaches the image."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(line).name for line in project["dependencies"]]
+    needed: set[str] = set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in needed:
+            continue
+        needed.add(name)
+        for line in metadata.requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate(IMAGE_MARKERS):
+                todo.append(requirement.name)
+    assert sorted(set(lock()) - needed) == []
+
+
 def _variants(stages: list[Stage]) -> dict[str, dict[str, Stage]]:
     """For each stage chosen by SOURCE (``FROM x-${SOURCE} AS x``), its stage per source."""
     by_name = {stage.name: stage for stage in stages if stage.name}

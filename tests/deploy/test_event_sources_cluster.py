@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.ports import free_port
-from functions.cluster.runner import Component, LocalCluster, stop_process_group
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import Component, LocalCluster, stop_process_group
+from devstack.recording import RecordedRequest, RecordSink
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.eventing import adapter_environment, load_manifests
-from functions.runtime.recording import RecordedRequest, RecordSink
 from tests.support import REPO, wait_for
 
 Obj = dict[str, Any]

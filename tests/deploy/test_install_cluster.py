@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.manifests import apply_objects, load_documents
 from functions.doctor import reader
 from functions.doctor.core import access
 from functions.kube import resources

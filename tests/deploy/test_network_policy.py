@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects
+from devstack.cluster.manifests import apply_objects
 from functions.doctor.core.netpol import Endpoint, admits
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.runner import LocalCluster
 from functions.__main__ import main
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.deploy.support import REPO, build

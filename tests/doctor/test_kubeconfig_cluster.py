@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devstack.cluster.runner import LocalCluster
+from devstack.tokens import service_account_token
 from functions.__main__ import main
-from functions.cluster.runner import LocalCluster
-from functions.dev.tokens import service_account_token
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig

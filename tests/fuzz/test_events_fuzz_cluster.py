@@ -25,8 +25,8 @@ from flask.testing import FlaskClient
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from functions.cluster.ports import free_port
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.ports import free_port
+from devstack.cluster.runner import LocalCluster
 from functions.runtime.app import create_app
 from tests.fuzz.strategies import HttpEvent, events, load_samples
 from tests.support import REPO, http_status, wait_for

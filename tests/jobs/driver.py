@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from functions.cluster import kwok
+from devstack.cluster import kwok
 from functions.core.keys import ObjectKey
 from functions.jobs.controller import CONTROLLERS, RESOURCES
 from functions.kube import resources

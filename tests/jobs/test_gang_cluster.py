@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.manifests import apply_objects, load_documents
 from functions.jobs import controller, reads
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.manifests import apply_objects, load_documents
 from functions.jobs.controller import RESOURCES
 from functions.jobs.core import guards as g
 from functions.jobs.core import hygiene as h

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster import kwok
+from devstack.cluster import kwok
 from functions.jobs.core.flavour import ANNOTATION, spec_api_version
 from functions.jobs.core.frameworks import LABEL_JOB_ROLE
 from functions.kube import resources

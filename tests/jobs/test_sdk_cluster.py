@@ -27,7 +27,7 @@ from kubeflow.training import (  # type: ignore[import-untyped]
 )
 from kubernetes import client as k8s
 
-from functions.cluster import kwok
+from devstack.cluster import kwok
 from functions.kube.client import KubeClient
 from tests.jobs.driver import JobDriver
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.manifests import apply_objects, load_documents
 from functions.core.keys import ObjectKey
 from functions.jobs import trainjobs
 from functions.jobs.core import hygiene as h

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.runner import LocalCluster
 from functions.kube import resources
 from functions.kube.cache import CachedReader, CacheSpec, Informer, ObjectCache
 from functions.kube.client import KubeClient

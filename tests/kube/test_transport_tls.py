@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.pki import CertificateAuthority
+from devstack.cluster.pki import CertificateAuthority
 from functions.kube.config import ClusterConfig
 from functions.kube.transport import HttpTransport, Request, TransportError
 

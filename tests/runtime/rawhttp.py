@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from tests.support import http_status
 
 REPO = Path(__file__).resolve().parents[2]

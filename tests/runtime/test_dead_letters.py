@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.runtime.dead_letters import VALUE_CHARS, create_dead_letter_app
 from tests.core.test_events import BINARY, load_sample
 from tests.support import REPO, http_status, wait_for

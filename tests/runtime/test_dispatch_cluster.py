@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.runner import LocalCluster
+from devstack.cluster.runner import LocalCluster
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, labelled_parent
 from functions.kube import resources

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.runtime.sender import post_event
 from tests.core.test_events import BINARY, load_sample
 from tests.runtime.rawhttp import exchange, stream_until_closed

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.ports import free_port
+from devstack.cluster.ports import free_port
 from functions.runtime.serve import (
     LIMIT_REQUEST_FIELD_SIZE,
     LIMIT_REQUEST_FIELDS,

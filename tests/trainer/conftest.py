@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from functions.cluster.manifests import apply_objects, load_documents
+from devstack.cluster.manifests import apply_objects, load_documents
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.trainer import controller

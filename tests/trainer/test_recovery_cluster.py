@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from functions.cluster.manifests import apply_objects
+from devstack.cluster.manifests import apply_objects
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.trainer import kinds

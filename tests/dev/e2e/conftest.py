@@ -1,4 +1,4 @@
-"""The stack every end-to-end test shares: ``python -m functions dev``'s, with the real Knative
+"""The stack every end-to-end test shares: ``python -m devstack dev``'s, with the real Knative
 Eventing (controllers, webhook, Broker ingress and filter, in-memory channel, the
 ApiServerSource adapters the controller deploys) in front of the functions, which run under
 gunicorn with their own ServiceAccount tokens. The resync is off (no PingSource), so every
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from devstack.recording import RecordedRequest
+from devstack.stack import DevStack
 from functions.core.event_sources import SOURCE_NAME_LABEL
-from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from functions.runtime.recording import RecordedRequest
 from tests.support import REPO
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"

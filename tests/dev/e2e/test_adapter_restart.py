@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from functions.dev.stack import DevStack
+from devstack.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job

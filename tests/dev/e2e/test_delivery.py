@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from devstack import knative
+from devstack.post_server import PostServer
+from devstack.stack import DevStack
+from devstack.tokens import service_account_token
 from functions.core.delivery_auth import audience_for
-from functions.dev import knative
-from functions.dev.stack import DevStack
-from functions.dev.tokens import service_account_token
 from functions.kube.client import KubeClient
-from functions.runtime.post_server import PostServer
 from tests.dev.e2e.conftest import NAMESPACE
 from tests.support import wait_for
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from devstack import knative
+from devstack.stack import DevStack
+from devstack.tokens import service_account_token
 from functions.core.delivery_auth import FUNCTION_LABEL, audience_for
-from functions.dev import knative
-from functions.dev.stack import DevStack
-from functions.dev.tokens import service_account_token
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job

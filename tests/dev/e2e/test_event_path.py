@@ -14,10 +14,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from devstack import knative
+from devstack.knative_stack import RECORDER_TRIGGER
+from devstack.stack import DevStack, function_identities
 from functions.core.triggers import compile_trigger_filter
-from functions.dev import knative
-from functions.dev.knative_stack import RECORDER_TRIGGER
-from functions.dev.stack import DevStack, function_identities
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource

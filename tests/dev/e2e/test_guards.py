@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from functions.cluster import kwok
-from functions.cluster.manifests import apply_objects, load_documents
-from functions.dev import knative
-from functions.dev.stack import DevStack
+from devstack import knative
+from devstack.cluster import kwok
+from devstack.cluster.manifests import apply_objects, load_documents
+from devstack.stack import DevStack
 from functions.jobs import trainjobs
 from functions.jobs.core import guards as g
 from functions.jobs.core import hygiene as h

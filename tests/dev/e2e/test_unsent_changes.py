@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from functions.cluster import kwok
-from functions.dev import knative
-from functions.dev.stack import DevStack
+from devstack import knative
+from devstack.cluster import kwok
+from devstack.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.gaps import SWEEP_HOLD_SECONDS, SWEEP_SECONDS

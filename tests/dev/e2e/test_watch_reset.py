@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from functions.dev.stack import DevStack
+from devstack.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job

@@ -1,4 +1,4 @@
-"""The stack the upstream-controller tests share: ``python -m functions dev``'s with the
+"""The stack the upstream-controller tests share: ``python -m devstack dev``'s with the
 upstream Trainer and JobSet controllers running for real (the local kubelet runs their
 Deployments' pods, each with its own ServiceAccount's token), the functions under gunicorn
 with their own identities, and the emulated event path in front of them (these tests are
@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from functions.cluster.binaries import ensure_bin_dir
-from functions.cluster.runner import LocalCluster
-from functions.dev import controllers
-from functions.dev.stack import DevStack
+from devstack import controllers
+from devstack.cluster.binaries import ensure_bin_dir
+from devstack.cluster.runner import LocalCluster
+from devstack.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.trainer.core.api import ManagementState

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devstack.core.podspec import TRAINER_IMAGE
+from devstack.stack import DevStack
 from functions.api.core import queue
-from functions.dev.core.podspec import TRAINER_IMAGE
-from functions.dev.stack import DevStack
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource

@@ -1,1 +1,0 @@
-"""The local development run: the whole product against a real local cluster."""

@@ -1,1 +1,0 @@
-"""Tools for exercising the functions under trouble (API faults) in tests and benchmarks."""

@@ -18,13 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
+from functions.runtime import logs
 from functions.runtime.app import FUNCTION_CHOICES, KubeFactory
 from functions.runtime.worker import RequestSlots
 
 # ``api`` is the training API (functions/api), a REST service rather than an event function;
 # ``dead-letters`` the Broker's dead-letter sink (functions/runtime/dead_letters.py).
 SERVE_CHOICES = (*FUNCTION_CHOICES, "api", "dead-letters")
+
+
+class JsonGunicornLogger(Logger):  # type: ignore[misc]
+    """Gunicorn's logger with its error log's records as JSON lines (``LOG_FORMAT=json``)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(logs.JsonFormatter())
 
 
 class FunctionServer(BaseApplication):  # type: ignore[misc]
@@ -110,9 +121,10 @@ WORKER_CONNECTIONS = 1000
 
 
 def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0",  # noqa: S104
-                     timeout: int = 330, log_level: str = "info") -> dict[str, Any]:
+                     timeout: int = 330) -> dict[str, Any]:
     """Gunicorn settings. ``timeout`` exceeds Knative's default 300 s request timeout so the
-    platform, not gunicorn, bounds a long resync."""
+    platform, not gunicorn, bounds a long resync. Its level and format are the product's
+    (``LOG_LEVEL``, ``LOG_FORMAT``: :mod:`functions.runtime.logs`)."""
     options: dict[str, Any] = {
         "bind": f"{host}:{port}",
         "workers": workers,
@@ -128,7 +140,7 @@ def gunicorn_options(port: int, workers: int, threads: int, host: str = "0.0.0.0
         # Gunicorn's Python parser, whatever else is installed: "auto" would switch to the
         # optional C parser (gunicorn_h1c) wherever that happens to be present.
         "http_parser": "python",
-        "loglevel": log_level,
+        **logs.gunicorn_settings(),
         "accesslog": None,
         "errorlog": "-",
         "child_exit": _child_exit,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devstack.cluster.runner import Component
-from devstack.stack import _wait_ready
+from devstack.readiness import wait_ready
 
 SLEEPS = "import time; print('serving', flush=True); time.sleep(60)"
 
@@ -63,10 +63,10 @@ def test_waiting_for_a_function(tmp_path: Path, probe: tuple[str, list[int]], co
     component = started(tmp_path, code)
     try:
         if says is None:
-            _wait_ready(component, url, timeout)
+            wait_ready(component, url, timeout)
             return
         with pytest.raises(TimeoutError) as raised:
-            _wait_ready(component, url, timeout)
+            wait_ready(component, url, timeout)
         assert component.name in str(raised.value)
         for text in says:
             assert text in str(raised.value)

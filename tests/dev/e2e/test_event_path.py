@@ -298,3 +298,11 @@ def test_a_deleted_trainer_child_is_replaced_on_its_delete_event(stack: DevStack
                       if e.get("type") == "dev.knative.apiserver.resource.delete"
                       and e.get("component") == "trainer"], 10, 0.1,
              f"the delete event through the Broker; its events: {of_child()}")
+
+
+def test_the_stack_said_each_stage_as_it_started_and_ended(stack: DevStack) -> None:
+    """`make dev` shows its progress: each stage's start and end, in order (logged as they
+    come; a cold start takes a minute)."""
+    assert stack.stages == [(name, when) for name in ("cluster", "install", "ready")
+                            for when in ("started", "done")]
+    assert list(stack.timings) == ["cluster", "install", "ready"]

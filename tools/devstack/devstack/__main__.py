@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
+
+from functions.runtime import logs
 
 # command -> (module, name of its ``add_parser`` function)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,8 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(args_list)
     args = parser.parse_args(args_list)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs.configure(verbose=args.verbose)  # LOG_LEVEL and LOG_FORMAT, as the product's
+    except logs.SettingError as exc:
+        parser.error(str(exc))
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

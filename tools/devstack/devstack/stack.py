@@ -23,8 +23,6 @@ import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +43,7 @@ from devstack.identities import (
 )
 from devstack.knative_stack import KnativeEventing, cron_every
 from devstack.podhost import POD_HOST_CONTROLLERS, PodHost
+from devstack.readiness import wait_ready
 from devstack.recording import JsonlWriter
 from devstack.sandbox import sandbox_available
 from devstack.tokens import TokenSource, service_account_token, token_kubeconfig
@@ -113,6 +112,8 @@ class DevStack:
     replica_urls: dict[str, list[str]] = field(default_factory=dict)
     # seconds each start phase took (cluster, install, functions, eventing ready)
     timings: dict[str, float] = field(default_factory=dict)
+    # Each stage's start and end, in order, as they are logged.
+    stages: list[tuple[str, str]] = field(default_factory=list)
     # how each replica was started (identity, kubeconfig, replica, port), to start it again
     _launches: dict[str, list[tuple[FunctionIdentity, Path, int, int]]] = field(
         default_factory=dict)
@@ -142,11 +143,15 @@ class DevStack:
             self.cluster.extra_controllers = POD_HOST_CONTROLLERS
             self.cluster.egress_socket = PodHost.proxy_socket(self.cluster)
             self.cluster.kwok_local_images = controllers.local_images(self.bin_dir)
+        self._stage_starts("cluster", "the local control plane (etcd, kube-apiserver, "
+                                      "controller-manager, scheduler, kwok)")
         self.cluster.start()
         self._phase("cluster", started)
         kube = self.cluster.client()
         self._writer = JsonlWriter(self.record) if self.record else None
         proxy_port = free_port()  # picked when it is about to be bound
+        self._stage_starts("install", "the CRDs, RBAC and event path"
+                           + (", Knative Eventing" if self.broker == "knative" else ""))
         if self.broker == "knative":
             self.knative = KnativeEventing(self.cluster, self.bin_dir, proxy_port,
                                            record=self._writer, recording=self.recording,
@@ -161,6 +166,9 @@ class DevStack:
             self.pods.start_kubelet(kube)
         self._install(kube)
         self._phase("install", started)
+        self._stage_starts("ready", "the functions and the "
+                           + ("real Knative data plane" if self.broker == "knative"
+                              else "emulated Broker"))
         served = SERVED if self.broker == "knative" else FUNCTIONS
         identities = list(function_identities(self.config_dir / "serving", served))
         for identity in identities:
@@ -171,8 +179,15 @@ class DevStack:
             self._start_emulated_path(kube)
         self._phase("ready", started)
 
+    def _stage_starts(self, name: str, what: str) -> None:
+        """Say what the next stage starts (a cold stack takes a minute: the user sees it go)."""
+        self.stages.append((name, "started"))
+        log.info("dev stack: %s: starting %s", name, what)
+
     def _phase(self, name: str, started: float) -> None:
         self.timings[name] = round(time.monotonic() - started, 2)
+        self.stages.append((name, "done"))
+        log.info("dev stack: %s: done, %.1f s since the start", name, self.timings[name])
 
     def _launch(self, kube: KubeClient, identity: FunctionIdentity) -> None:
         kubeconfig = self._kubeconfig_for(kube, identity.namespace, identity.service_account)
@@ -229,7 +244,7 @@ class DevStack:
         for component in self.processes:
             if component.name.startswith("function-"):
                 port = component.argv[component.argv.index("--port") + 1]
-                _wait_ready(component, f"http://127.0.0.1:{port}/health/readiness", timeout)
+                wait_ready(component, f"http://127.0.0.1:{port}/health/readiness", timeout)
 
     def _install(self, kube: KubeClient) -> None:
         """Our CRDs (validation is CEL inside them), the CRDs the Trainer depends on (JobSet, and
@@ -382,24 +397,3 @@ class DevStack:
 def _runs(component: Component, function: str) -> bool:
     name = component.name
     return name == f"function-{function}" or name.startswith(f"function-{function}-")
-
-
-def _wait_ready(component: Component, url: str, timeout: float) -> None:
-    """Until ``url`` answers 200; a process that exits, or stays unready, is named with its
-    last answer and the end of its log."""
-    deadline, answer = time.monotonic() + timeout, "none"
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - local URL
-                if response.status == 200:
-                    return
-        except urllib.error.HTTPError as exc:
-            answer = f"{exc.code} {exc.read(200).decode(errors='replace').strip()}"
-        except OSError as exc:
-            answer = str(exc)
-        code = component.exited()
-        if code is not None or time.monotonic() > deadline:
-            why = f"exited ({code})" if code is not None else f"not ready after {timeout:g} s"
-            raise TimeoutError(f"{component.name} at {url}: {why}; last answer: {answer}; "
-                               f"its log ends:\n{component.tail()}")
-        time.sleep(0.05)

@@ -1,11 +1,15 @@
-"""Every figure the README states comes from a committed benchmark result: the "Measured"
-section's from the benchmark run (bench/results/latest.json), the start-up and build times
-from bench/results/devstack.json. When either changes without the other, this fails."""
+"""Every figure the README and docs/ state comes from a committed benchmark result: those of
+docs/performance.md from the benchmark run (bench/results/latest.json) and the profile
+(bench/results/profile.json), the start-up and build times of docs/dev-stack.md (and the
+README's first build) from bench/results/devstack.json, and the settings docs/architecture.md
+states from the code and manifests that have them. When one changes without the other, this
+fails."""
 
 from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +20,19 @@ from tests.deploy.support import FUNCTIONS
 from tests.support import REPO
 
 RESULTS = json.loads((REPO / "bench" / "results" / "latest.json").read_text())
-MEASURED = (REPO / "README.md").read_text().split("## Measured", 1)[1].split("\n## ", 1)[0]
+DOCS = REPO / "docs"
+MEASURED = (DOCS / "performance.md").read_text()
+
+
+def flat(path: Path) -> str:
+    """A page's text with each run of line breaks and spaces as one space."""
+    return " ".join(path.read_text().split())
+
+
+PERFORMANCE = flat(DOCS / "performance.md")
+DEV_STACK = flat(DOCS / "dev-stack.md")
+ARCHITECTURE = flat(DOCS / "architecture.md")
+README = flat(REPO / "README.md")
 
 
 def result(path: str) -> Any:
@@ -32,7 +48,7 @@ def median(path: str) -> float:
 
 
 def stated(text: str) -> str:
-    """The figure a README snippet states: its first number, or its last when the snippet ends
+    """The figure a snippet of the docs states: its first number, or its last when the snippet ends
     a table cell (the cells before it only place it in its row)."""
     numbers = [w for w in text.replace("*", "").split() if w[:1].isdigit()]
     return numbers[-1] if text.endswith("|") else numbers[0]
@@ -142,7 +158,7 @@ EVENTS = "controller_requests_per_job/by_verb_resource/create events"
     pytest.param(f"{B10}/ours-x4/{REQUESTS}", "function, 15.1 requests per job at 1,000", 1,
                  id="replicas-4-requests-1000"),
 ])
-def test_readme_figure_is_the_committed_result(path: str, text: str, digits: int) -> None:
+def test_stated_figure_is_the_committed_result(path: str, text: str, digits: int) -> None:
     number = stated(text).replace(",", "")
     assert f"{median(path):.{digits}f}" == number, (path, median(path))
     assert text in MEASURED, text
@@ -156,9 +172,9 @@ def ratio(size: str, system: str, figure: str, to: str = "go-tuned") -> str:
     return f"{value:.2f}{TIMES}"
 
 
-def test_readme_ratios_to_the_go_operator_are_the_committed_results() -> None:
-    """README, Measured: how ours compares with the tuned Go operator, emulated and real."""
-    text = " ".join(MEASURED.split())
+def test_ratios_to_the_go_operator_are_the_committed_results() -> None:
+    """docs/performance.md: how ours compares with the tuned Go operator, emulated and real."""
+    text = PERFORMANCE
     assert (f"T is {ratio(B2, 'ours', 'created_s')} the tuned Go operator's at 200 jobs and "
             f"{ratio(B10, 'ours', 'created_s')} at 1,000, every job Running "
             f"{ratio(B2, 'ours', 'running_s')} and {ratio(B10, 'ours', 'running_s')}, and the "
@@ -182,12 +198,12 @@ def test_readme_ratios_to_the_go_operator_are_the_committed_results() -> None:
 LOCAL_NETWORK = {"pod-network-relays", "cluster-network"}
 
 
-def test_readme_splits_the_real_event_path_as_the_committed_result() -> None:
-    """README, Measured: of the event path's CPU on the real data plane, how much is the local
+def test_splits_the_real_event_path_as_the_committed_result() -> None:
+    """docs/performance.md: of the event path's CPU on the real data plane, how much is the local
     pod network and how much Knative's own containers."""
     local = part_medians(f"{B2}/ours-knative", LOCAL_NETWORK, inside=True)
     knative = part_medians(f"{B2}/ours-knative", LOCAL_NETWORK, inside=False)
-    text = " ".join(MEASURED.split())
+    text = PERFORMANCE
     assert f"Of that, {local:.1f} s is this machine's stand-in for a pod network" in text
     assert f"{knative:.1f} s is Knative's own containers" in text
     eventing = " ".join((REPO / "eventing" / "README.md").read_text().split())
@@ -202,27 +218,27 @@ SERVING = ("HTTP serving (gunicorn, WSGI)", "runtime (route, coalesce, answer)")
 HANDLERS = "handlers (read, plan, status)"
 
 
-def test_readme_profile_claims_are_the_committed_profile() -> None:
-    """README, Measured: "in reconcile, the API requests take the largest share of its time; in
+def test_profile_claims_are_the_committed_profile() -> None:
+    """docs/performance.md: "in reconcile, the API requests take the largest share of its time; in
     status, serving the deliveries takes more than computing the status"."""
-    readme = " ".join((REPO / "README.md").read_text().split())
+    text = PERFORMANCE
     seconds = {name: {c: v["seconds"] for c, v in found["categories"].items()}
                for name, found in PROFILE["processes"].items()}
     reconcile, status = seconds["reconcile"], seconds["status"]
     total = sum(reconcile.values())
     assert (f"in reconcile, the API requests (creating pods, services and Events) take the "
-            f"largest share of its time ({reconcile[API]:.1f} s of {total:.1f} s)") in readme
+            f"largest share of its time ({reconcile[API]:.1f} s of {total:.1f} s)") in text
     assert max(reconcile, key=lambda c: reconcile[c]) == API
     serving = sum(status.get(c, 0.0) for c in SERVING)
     assert (f"in status, serving the deliveries (gunicorn and the runtime: {serving:.1f} s) "
-            f"takes more than computing the status ({status[HANDLERS]:.1f} s)") in readme
+            f"takes more than computing the status ({status[HANDLERS]:.1f} s)") in text
     assert serving > status[HANDLERS]
 
 
-def test_readme_wall_clock_claims_are_the_committed_profile() -> None:
-    """README, Measured: the functions' request threads mostly wait for the API server's
+def test_wall_clock_claims_are_the_committed_profile() -> None:
+    """docs/performance.md: the functions' request threads mostly wait for the API server's
     answers, on both data planes; status's next wait is the running pass of the same job."""
-    readme = " ".join((REPO / "README.md").read_text().split())
+    text = PERFORMANCE
     api, same_job = ("API requests (mostly waiting for the answer)",
                      "waiting for the running pass of the same job")
 
@@ -236,7 +252,7 @@ def test_readme_wall_clock_claims_are_the_committed_profile() -> None:
             f"writes), and status's next most for the running pass of the same job "
             f"({share(emulated, 'status', same_job):.0%}); on the real data plane, "
             f"{share(knative, 'reconcile', api):.0%} and {share(knative, 'status', api):.0%}"
-            ) in readme
+            ) in text
     for wall in (emulated, knative):
         for function in ("reconcile", "status"):
             assert share(wall, function, api) > 0.5
@@ -244,13 +260,13 @@ def test_readme_wall_clock_claims_are_the_committed_profile() -> None:
         assert sorted(status, key=lambda c: -status[c]["share"])[:2] == [api, same_job]
 
 
-def test_readme_api_server_claims_are_the_committed_results() -> None:
-    """README, Measured: the API server spent somewhat more to T under ours than under the
+def test_api_server_claims_are_the_committed_results() -> None:
+    """docs/performance.md: the API server spent somewhat more to T under ours than under the
     tuned Go operator at both sizes, ours' own processes more than that, and every process
     but the functions under ours more than every process under the Go operator (the
     benchmark's medians); in the profile, creates lead; the adapter's largest share is its
     watch."""
-    readme = " ".join((REPO / "README.md").read_text().split())
+    text = PERFORMANCE
 
     def cpu(size: str, system: str, part: str) -> float:
         return median(f"{size}/{system}/{part}_cpu_s_at_created")
@@ -260,13 +276,13 @@ def test_readme_api_server_claims_are_the_committed_results() -> None:
     (ours, theirs), (ours_10, theirs_10) = figures[B2], figures[B10]
     assert ("The API server spends somewhat more under ours for the same writes at both sizes: "
             f"to T, {ours:.1f} s of CPU against {theirs:.1f} s under the tuned Go operator at "
-            f"200 jobs, and {ours_10:.1f} s against {theirs_10:.1f} s at 1,000") in readme
+            f"200 jobs, and {ours_10:.1f} s against {theirs_10:.1f} s at 1,000") in text
     assert 1.0 < ours / theirs <= 1.25  # somewhat more
     assert 1.0 < ours_10 / theirs_10 <= 1.25
     functions, go, adapter_cpu = (cpu(B2, "ours", "controller"), cpu(B2, "go-tuned", "controller"),
                                   cpu(B2, "ours", "event_path"))
     assert (f"the functions, {functions:.1f} s to T against the Go operator's {go:.1f} s at 200 "
-            f"jobs, and the event path's adapter, {adapter_cpu:.1f} s") in readme
+            f"jobs, and the event path's adapter, {adapter_cpu:.1f} s") in text
     for size, (api_ours, api_go) in figures.items():
         own = cpu(size, "ours", "controller") + cpu(size, "ours", "event_path")
         assert own - cpu(size, "go-tuned", "controller") > api_ours - api_go
@@ -276,7 +292,7 @@ def test_readme_api_server_claims_are_the_committed_results() -> None:
     ours_besides = sum(cpu(B2, "ours", p) for p in (*parts, "event_path"))
     assert (f"the Go operator's run spends {go_total:.1f} s of CPU (the API server, the "
             f"operator, etcd and the benchmark's process), and ours {ours_besides:.1f} s before "
-            f"its functions' {functions:.1f} s") in readme
+            f"its functions' {functions:.1f} s") in text
     assert ours_besides > go_total
     go = PROFILE["go"]
     profiled = {name: found["categories"] for name, found in go.items() if "categories" in found}
@@ -286,25 +302,25 @@ def test_readme_api_server_claims_are_the_committed_results() -> None:
             f"{go['API server under ours']['seconds']:.1f} s) and under the Go operator "
             f"({under_go['creates']['seconds']:.1f} s of "
             f"{go['API server under go-tuned']['seconds']:.1f} s, just ahead of its connections' "
-            f"TLS and HTTP/2: {under_go[connections]['seconds']:.1f} s)") in readme
+            f"TLS and HTTP/2: {under_go[connections]['seconds']:.1f} s)") in text
     assert max(under_ours, key=lambda c: under_ours[c]["seconds"]) == "creates"
     assert sorted(under_go, key=lambda c: -under_go[c]["seconds"])[:2] == ["creates",
                                                                            connections]
     adapter = profiled["receive adapter odh-training-objects under ours"]
     watch = adapter["the watch (TLS read, JSON decode)"]["share"]
-    assert f"which spends {watch:.0%} of its time reading and decoding its watch" in readme
+    assert f"which spends {watch:.0%} of its time reading and decoding its watch" in text
     assert watch == max(c["share"] for c in adapter.values())
     from bench.profile import run
     window = inspect.signature(run).parameters["go_seconds"].default
     assert PROFILE.get("go_seconds", window) == window
-    assert f"over the first {window} s of each burst" in readme
+    assert f"over the first {window} s of each burst" in text
 
 
 COMPARED = frozenset({"limit", "go-tuned", "ours", "ours-x2", "ours-x4", "ours-knative"})
 
 
-def test_readme_burst_rows_come_from_one_command() -> None:
-    """README, Measured: the systems compared side by side were measured by the last command
+def test_burst_rows_come_from_one_command() -> None:
+    """docs/performance.md: the systems compared side by side were measured by the last command
     that measured the burst, at both sizes, and the rest by an earlier run of the whole suite
     on the same machine."""
     from bench.__main__ import burst_systems, measured
@@ -317,7 +333,7 @@ def test_readme_burst_rows_come_from_one_command() -> None:
     assert "--quick" not in last, last
     systems = burst_systems(last)
     assert systems is None or systems == COMPARED, last
-    text = " ".join(MEASURED.split())
+    text = PERFORMANCE
     if systems is None:
         assert "every system measured by the same command" in text
     else:
@@ -326,14 +342,14 @@ def test_readme_burst_rows_come_from_one_command() -> None:
                 "earlier run of the whole suite") in text
 
 
-def test_readme_event_priority_is_the_recorders_and_the_benchmarks() -> None:
-    """README, Measured: how long Events wait, how many a function queues, and when a
+def test_event_priority_is_the_recorders_and_the_benchmarks() -> None:
+    """docs/performance.md: how long Events wait, how many a function queues, and when a
     burst run ends."""
     from bench.burst import SETTLE_QUIET
     from functions.runtime.recorder import HOLD_SECONDS, EventRecorder
     from functions.runtime.serve import EVENT_FLUSH_SECONDS
 
-    text = " ".join(MEASURED.split())
+    text = PERFORMANCE
     assert f"Events wait (at most {HOLD_SECONDS:.0f} s; a Warning never waits)" in text
     assert (f"first sends the Events it still holds, for at most {EVENT_FLUSH_SECONDS:.0f} s"
             in text)
@@ -342,34 +358,37 @@ def test_readme_event_priority_is_the_recorders_and_the_benchmarks() -> None:
 
 
 DEVSTACK = json.loads((REPO / "bench" / "results" / "devstack.json").read_text())
-README = " ".join((REPO / "README.md").read_text().split())
 
 
-def test_readme_start_up_times_are_the_committed_devstack_result() -> None:
+def test_start_up_times_are_the_committed_devstack_result() -> None:
+    """docs/dev-stack.md, `make dev`: how long the stack takes to be ready."""
     knative, emulated = DEVSTACK["knative"]["ready_s"], DEVSTACK["emulated"]["ready_s"]
     assert (f"ready in {knative['median']:.1f} s on a 2-core machine (median of "
             f"{DEVSTACK['repeats']} starts, {knative['min']:.1f} to {knative['max']:.1f} s; the "
-            f"emulated path: {emulated['median']:.1f} s") in README
+            f"emulated path: {emulated['median']:.1f} s") in DEV_STACK
 
 
-def test_readme_build_times_are_the_committed_build_records() -> None:
+def test_build_times_are_the_committed_build_records() -> None:
+    """docs/dev-stack.md, The two commands: each group's cold build; the README's
+    requirements: the first build's time."""
     builds = DEVSTACK["build_seconds"]
     assert (f"is kubernetes {builds['kubernetes']} s, kwok {builds['kwok']} s, etcd "
             f"{builds['etcd']} s, kustomize {builds['kustomize']} s and the Knative Eventing "
-            f"commands {builds['knative']} s") in README
+            f"commands {builds['knative']} s") in DEV_STACK
     together = sum(builds[g] for g in ("kubernetes", "kwok", "etcd", "kustomize", "knative"))
-    assert f"{together / 60:.1f} minutes together" in README
-    assert f"baseline ({builds['training-operator']} s;" in README
+    assert f"{together / 60:.1f} minutes together" in DEV_STACK
+    assert f"baseline ({builds['training-operator']} s;" in DEV_STACK
     assert (f"their cold builds took {builds['trainer']} s and {builds['jobset']} s more"
-            in README)
+            in DEV_STACK)
     everything = together + builds["trainer"] + builds["jobset"]
-    assert f"({everything / 60:.1f} minutes for every group together)" in README
-    assert f"A cold build takes about {everything / 60:.0f} minutes" in README
+    assert f"({everything / 60:.1f} minutes for every group together)" in DEV_STACK
+    assert f"A cold build takes about {everything / 60:.0f} minutes" in DEV_STACK
+    assert f"about {everything / 60:.0f} minutes on a 2-core machine" in README
 
 
-def test_readme_sweep_figures_are_the_informers() -> None:
-    """README and eventing/README.md: how often the informers sweep their journals and how
-    old a change no event brought must be."""
+def test_sweep_figures_are_the_informers() -> None:
+    """docs/architecture.md and eventing/README.md: how often the informers sweep their
+    journals and how old a change no event brought must be."""
     from functions.kube.gaps import (
         JOURNAL_SECONDS,
         LAG_LIMIT_SECONDS,
@@ -381,10 +400,10 @@ def test_readme_sweep_figures_are_the_informers() -> None:
     )
 
     eventing = " ".join((REPO / "eventing" / "README.md").read_text().split())
-    for text in (README, eventing):
+    for text in (ARCHITECTURE, eventing):
         assert f"sweep their journals every {SWEEP_SECONDS:.0f} s" in text
-    assert f"a change no event brought within {SWEEP_HOLD_SECONDS:.0f} s" in README
-    assert f"has had no event for {SWEEP_QUIET_SECONDS:.0f} s" in README
+    assert f"a change no event brought within {SWEEP_HOLD_SECONDS:.0f} s" in ARCHITECTURE
+    assert f"has had no event for {SWEEP_QUIET_SECONDS:.0f} s" in ARCHITECTURE
     assert f"what changed at least {SWEEP_HOLD_SECONDS:.0f} s before" in eventing
     assert (f"have had no event for {SWEEP_QUIET_SECONDS:.0f} s (at most "
             f"{SWEEP_DEFER_SECONDS:.0f} s)") in eventing
@@ -393,20 +412,20 @@ def test_readme_sweep_figures_are_the_informers() -> None:
             f"{LAG_LIMIT_SECONDS:.0f} s" in eventing)
 
 
-def test_readme_full_collections_wait_for_the_quiet_the_functions_report() -> None:
-    """README, Measured: when a function runs Python's full collections (the collector's own
+def test_full_collections_wait_for_the_quiet_the_functions_report() -> None:
+    """docs/performance.md: when a function runs Python's full collections (the collector's own
     rules are tests/runtime/test_collector.py)."""
     from functions.kube.gaps import SWEEP_QUIET_SECONDS
     from functions.runtime.collector import OLDEST_THRESHOLD
 
-    text = " ".join(MEASURED.split())
+    text = PERFORMANCE
     assert (f"runs one itself once it has had no event for {SWEEP_QUIET_SECONDS:.0f} s "
             "(`functions/runtime/collector.py`)") in text
     assert OLDEST_THRESHOLD >= 100_000   # CPython's own full collections never come due
 
 
-def test_readme_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
-    """README, Measured: how many pod changes kwok plays at once, in every committed run."""
+def test_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
+    """docs/performance.md: how many pod changes kwok plays at once, in every committed run."""
     from devstack.cluster.kwok import POD_PLAY_PARALLELISM
 
     assert f"plays {POD_PLAY_PARALLELISM} pod changes at once" in MEASURED
@@ -417,22 +436,22 @@ def test_readme_kwok_parallelism_is_the_one_the_burst_ran_with() -> None:
                     (size, system)
 
 
-def test_readme_function_concurrency_is_the_deployed_one() -> None:
-    """README, What runs where: the functions' containerConcurrency (and threads) as
+def test_function_concurrency_is_the_deployed_one() -> None:
+    """docs/architecture.md, What runs where: the functions' containerConcurrency (and threads) as
     config/serving deploys it."""
     deployed = {yaml.safe_load((REPO / "config" / "serving" / f"{function}.yaml").read_text())
                 ["spec"]["template"]["spec"]["containerConcurrency"] for function in FUNCTIONS}
-    [concurrency] = deployed   # the README states one figure for all three
+    [concurrency] = deployed   # the page states one figure for all three
     assert (f"`containerConcurrency` equal to their gunicorn threads ({concurrency} "
-            "for reconcile, gc and status, as more contend for the GIL)") in README
+            "for reconcile, gc and status, as more contend for the GIL)") in ARCHITECTURE
 
 
-def test_readme_chain_of_the_real_data_plane_is_the_committed_result() -> None:
-    """README, Measured: on the real data plane, reconcile's handler time beside T, each
+def test_chain_of_the_real_data_plane_is_the_committed_result() -> None:
+    """docs/performance.md: on the real data plane, reconcile's handler time beside T, each
     function's deliveries per job, and how long after T every job was Running."""
     knative = result(f"{B2}/ours-knative")
     figures = burst_functions.per_job(knative["function_figures"], 200)
-    text = " ".join(MEASURED.split())
+    text = PERFORMANCE
     t = median(f"{B2}/ours-knative/created_s")
     reconcile = figures["reconcile"]["handler_s"]
     assert (f"reconcile's handlers ran for {reconcile:.1f} s in all against a T of {t:.1f} s"

@@ -1,6 +1,7 @@
 """One version: the package metadata's (pyproject.toml). Every console script reports it, the
 training API's OpenAPI document carries it, and every other place that names the release (the
-image tags of the manifests, func.yaml, the Dockerfile, the README) names the same."""
+image tags of the manifests, func.yaml, the Dockerfile, the README, docs/install.md) names the
+same."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def test_the_manifests_name_the_image_of_this_version() -> None:
     pytest.param("Dockerfile", r"^ARG VERSION=(\S+)$", id="dockerfile-arg"),
     pytest.param("Dockerfile", rf"{re.escape(IMAGE)}:(\S+)", id="dockerfile-build-line"),
     pytest.param("README.md", rf"{re.escape(IMAGE)}:(\S+?)`", id="readme"),
+    pytest.param("docs/install.md", rf"{re.escape(IMAGE)}:(\S+?)`", id="docs-install"),
 ])
 def test_other_places_name_this_version(path: str, pattern: str) -> None:
     found = re.findall(pattern, (REPO / path).read_text(), re.MULTILINE)

@@ -367,11 +367,11 @@ def admission() -> list[dict[str, Any]]:
     plurals = sorted({fw.plural for fw in FRAMEWORKS})
     return [
         *_policy(JOB_POLICY, [_rule("kubeflow.org", plurals)], variables, job_checks,
-                 "The guards a training job opts into by annotation (README, Guards)."),
+                 "The guards a training job opts into by annotation (docs/training-jobs.md, Guards)."),
         *_policy(HYGIENE_POLICY, [_rule("trainer.kubeflow.org", ["trainjobs"]),
                                   _rule("", ["namespaces"])], [], hygiene_checks,
                  "The TTL and history limit of finished TrainJobs, on a TrainJob or a "
-                 "namespace (README, Guards)."),
+                 "namespace (docs/training-jobs.md, Guards)."),
     ]
 
 

@@ -56,7 +56,7 @@ def test_the_event_path_is_ready_by_the_real_controllers(stack: DevStack,
     assert all((d.get("status") or {}).get("readyReplicas") == 1 for d in adapters)
     assert kube.list(kube.resource_for("sources.knative.dev/v1", "PingSource"),
                      NAMESPACE) == []
-    # the feature flags as released, which the README states, but for the one the source
+    # the feature flags as released, which docs/dev-stack.md states, but for the one the source
     # filters need (config/components/source-filters, which make dev adds) and OIDC, which
     # the functions need (only the Broker's deliveries are accepted)
     assert stack.knative is not None
@@ -75,7 +75,7 @@ def test_the_local_pods_reach_the_cluster_network_through_its_socks_proxy(
     """Every local pod (the Knative data plane among them) has the cluster network's SOCKS5
     proxy as its ``HTTP_PROXY``, and its network half hands that port's connections to the
     network's SOCKS route, so each connection is joined to one endpoint and its bytes pass
-    unread (the README's "What runs where"); the events of the other tests crossed it."""
+    unread (docs/architecture.md, "What runs where"); the events of the other tests crossed it."""
     assert stack.pods is not None and stack.pods.kubelet is not None
     local = [p for p in stack.pods.kubelet.snapshot() if p.process is not None]
     binaries = {p.binary for p in local}

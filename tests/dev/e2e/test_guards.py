@@ -1,4 +1,4 @@
-"""The guards (README, "Guards") end to end, as a user drives them, through the real Knative
+"""The guards (docs/training-jobs.md, "Guards") end to end, as a user drives them, through the real Knative
 Eventing with the resync off (``conftest.py``): every step comes from the adapters' events
 and the functions' own timers (the due moments of a pending timeout and a TTL).
 

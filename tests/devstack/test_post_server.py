@@ -168,3 +168,17 @@ def test_an_idle_or_slow_connection_is_closed_after_its_idle_time(port: int) -> 
         started = time.monotonic()
         assert connection.closed(IDLE_SECONDS + 5)
         assert time.monotonic() - started >= IDLE_SECONDS * 0.9
+
+
+def test_an_idle_server_costs_no_cpu() -> None:
+    """Its loop waits for the network, never spins (a poll timeout waitress rounds to whole
+    seconds made 0.2 s a busy loop)."""
+    server = PostServer(lambda headers, body, path: (202, ""), "idle")
+    server.start()
+    try:
+        time.sleep(0.3)
+        before = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - before < 0.2
+    finally:
+        server.stop()

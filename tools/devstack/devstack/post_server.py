@@ -66,7 +66,9 @@ class PostServer:
             connection_limit=CONNECTIONS, expose_tracebacks=False,
             # The handler sees every header as sent (the record sink keeps them).
             clear_untrusted_proxy_headers=False,
-            asyncore_loop_timeout=0.2)
+            # Waitress takes whole seconds here (0.2 became 0: a poll that never waited, a core
+            # spent spinning); stop() wakes the loop through its trigger anyway.
+            asyncore_loop_timeout=1)
         self._server = server
         self._address = (str(server.effective_host), int(server.effective_port))
         thread = threading.Thread(target=server.run, name=self.name, daemon=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,27 @@ def test_the_loader_writes_no_file_for_inline_data(tmp_path: Path) -> None:
     loaded = config.from_kubeconfig(path)
     assert loaded.ca_file is not None and Path(loaded.ca_file).read_bytes() == b"ca"
     assert config.PRIVATE_FILES.directory() is None
+
+
+IN_CLUSTER = """import sys
+from pathlib import Path
+from functions.kube import config
+config.SERVICE_ACCOUNT_DIR = Path(sys.argv[1])
+loaded = config.load()
+assert loaded.source == "in-cluster" and loaded.bearer_token() == "pod-token", loaded
+print(sorted(name for name in sys.modules if name.split(".")[0] == "kubernetes"))
+"""
+
+
+def test_a_function_in_a_cluster_never_imports_the_kubeconfig_loader(tmp_path: Path) -> None:
+    """The in-cluster service account is read by a loader of our own: a cold function pod
+    does not pay the kubernetes package's import (0.2 s and some 38 MiB)."""
+    (tmp_path / "token").write_text("pod-token\n")
+    (tmp_path / "ca.crt").write_text("ca")
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    env.update(KUBERNETES_SERVICE_HOST="10.96.0.1", KUBERNETES_SERVICE_PORT="443",
+               HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", IN_CLUSTER, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from functions.__main__ import build_parser, main
 from functions.api import cli, connect
@@ -207,10 +207,20 @@ def test_a_token_file_is_read_and_a_missing_one_is_a_usage_error(
 
 # -- exit code 4: nothing to reach, or nothing answering ----------------------------------------
 
+class QuietHandler(WSGIRequestHandler):
+    def log(self, type: str, message: str, *args: Any) -> None:
+        """Access lines would land in the stderr the CLI's test reads."""
+
+
 @pytest.fixture
 def unavailable_api() -> Iterator[str]:
-    """The real training API app with no way to the cluster (it answers 503)."""
-    server = make_server("127.0.0.1", 0, create_api_app(kube_factory=no_client), threaded=True)
+    """The real training API app with no way to the cluster (it answers 503).
+
+    The server shares the test's stderr, so it logs nothing there: a test that configured
+    logging earlier would otherwise put werkzeug's access line before the CLI's one line.
+    """
+    server = make_server("127.0.0.1", 0, create_api_app(kube_factory=no_client), threaded=True,
+                         request_handler=QuietHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"

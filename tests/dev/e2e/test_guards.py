@@ -1,6 +1,7 @@
-"""The guards (docs/training-jobs.md, "Guards") end to end, as a user drives them, through the real Knative
-Eventing with the resync off (``conftest.py``): every step comes from the adapters' events
-and the functions' own timers (the due moments of a pending timeout and a TTL).
+"""The guards (docs/training-jobs.md, "Guards") end to end, as a user drives them, through
+the real Knative Eventing with the resync off (``conftest.py``): every step comes from the
+adapters' events and the functions' own timers (the due moments of a pending timeout and a
+TTL).
 
 * a PyTorchJob an impossible nodeSelector holds Pending fails by its pending timeout, its
   never-run pods deleted; another is suspended instead (handed back to its queue);

@@ -12,8 +12,9 @@ HorizontalPodAutoscalers (no metrics server here) and the Deployments and Statef
 binary is built for (``job-sink``, ``request-reply``: features our manifests do not use).
 
 No Serving controller runs: a Knative Service we apply is published as Ready with the
-address Knative Serving gives a cluster-local Service, ``http://<name>.<namespace>.svc.cluster.local``,
-which the cluster network routes to the local function (:mod:`devstack.network`).
+address Knative Serving gives a cluster-local Service,
+``http://<name>.<namespace>.svc.cluster.local``, which the cluster network routes to the
+local function (:mod:`devstack.network`).
 """
 
 from __future__ import annotations

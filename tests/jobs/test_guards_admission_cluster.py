@@ -20,6 +20,7 @@ from functions.jobs.core.frameworks import FRAMEWORKS
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource
+from functions.trainer.core.api import CRD_FIELD_MANAGER
 from tests.jobs.driver import for_test, sample
 
 pytestmark = pytest.mark.cluster
@@ -118,8 +119,11 @@ def test_an_update_is_checked_too(kube: KubeClient, policies: None, namespace: s
 
 @pytest.fixture(scope="module")
 def trainjob_crd(kube: KubeClient, crds: None, upstream_manifests: Path) -> None:
+    """The upstream TrainJob CRD under the field manager the Trainer applies it with: the
+    session cluster is shared, and the Trainer's tests check who manages its CRDs."""
     apply_objects(kube, load_documents(
-        [upstream_manifests / "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"]))
+        [upstream_manifests / "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"]),
+        CRD_FIELD_MANAGER)
 
 
 @pytest.mark.parametrize(("annotations", "message"), [

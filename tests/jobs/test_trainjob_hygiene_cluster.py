@@ -20,6 +20,7 @@ from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.runtime.recorder import EventRecorder
 from functions.runtime.registry import Context
+from functions.trainer.core.api import CRD_FIELD_MANAGER
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
@@ -27,8 +28,11 @@ Obj = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def trainjob_crd(kube: KubeClient, crds: None, upstream_manifests: Path) -> None:
+    """The upstream TrainJob CRD under the field manager the Trainer applies it with: the
+    session cluster is shared, and the Trainer's tests check who manages its CRDs."""
     apply_objects(kube, load_documents(
-        [upstream_manifests / "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"]))
+        [upstream_manifests / "base" / "crds" / "trainer.kubeflow.org_trainjobs.yaml"]),
+        CRD_FIELD_MANAGER)
 
 
 @pytest.fixture(autouse=True)

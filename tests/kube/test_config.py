@@ -49,7 +49,10 @@ def mode(path: str | Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def test_inline_data_are_anonymous_memory_files_with_their_content(tmp_path: Path) -> None:
+def test_inline_data_are_anonymous_memory_files_with_their_content(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a fresh registry: an earlier test of this process may have made the private directory
+    monkeypatch.setattr(config, "PRIVATE_FILES", config._PrivateFiles())
     loaded = config.from_kubeconfig(inline(tmp_path))
     files = (loaded.client_key_file, loaded.client_cert_file, loaded.ca_file)
     assert [Path(str(f)).read_bytes() for f in files] == [KEY, CERT, CERT]

@@ -70,14 +70,14 @@ EVENTS = "controller_requests_per_job/by_verb_resource/create events"
 @pytest.mark.parametrize(("path", "text", "digits"), [
     pytest.param("cluster/cluster_start_s", "2.8 s", 1, id="cluster-start"),
     pytest.param("cluster/cluster_stop_s", "1.3 s", 1, id="cluster-stop"),
-    pytest.param("runtime/spawn_to_ready_s", "0.44 s", 2, id="spawn-to-ready"),
-    pytest.param("runtime/worker_rss_mib", "47.1 MiB", 1, id="worker-rss"),
-    pytest.param("runtime/parse_route_ms", "0.039 ms", 3, id="parse-route"),
-    pytest.param("throughput/job_events_per_s", "1,843", 0, id="events-per-second"),
-    pytest.param("runtime/baseline_minimal_flask_spawn_to_ready_s", "under gunicorn: 0.16 s", 2,
+    pytest.param("runtime/spawn_to_ready_s", "0.77 s", 2, id="spawn-to-ready"),
+    pytest.param("runtime/worker_rss_mib", "90.9 MiB", 1, id="worker-rss"),
+    pytest.param("runtime/parse_route_ms", "0.057 ms", 3, id="parse-route"),
+    pytest.param("throughput/job_events_per_s", "965", 0, id="events-per-second"),
+    pytest.param("runtime/baseline_minimal_flask_spawn_to_ready_s", "under gunicorn: 0.18 s", 2,
                  id="bare-flask-spawn"),
-    pytest.param("runtime/app_import_s", "| 0.11 s / 47.1", 2, id="app-import"),
-    pytest.param("runtime/request_ms", "ms / 0.21 ms", 2, id="whole-request"),
+    pytest.param("runtime/app_import_s", "| 0.12 s / 90.9", 2, id="app-import"),
+    pytest.param("runtime/request_ms", "ms / 0.28 ms", 2, id="whole-request"),
     pytest.param("resync/status/wall_s", "/ 1.9 s / 0.8 s, 0 writes", 1, id="resync-status"),
     pytest.param("jobs/jobs_200/requests_per_job", "objects, 19 requests per job", 0,
                  id="controllers-alone-requests"),
@@ -86,76 +86,76 @@ EVENTS = "controller_requests_per_job/by_verb_resource/create events"
     pytest.param("jobs/jobs_200/ours_s", "11.1 s", 1, id="controllers-alone"),
     pytest.param("jobs/jobs_200/limit_create_loop_s", "vs 8.0 s for a create loop", 1,
                  id="controllers-alone-limit"),
-    pytest.param("runtime/load_average", "load average 0.7 during", 1, id="load-average"),
-    pytest.param("throughput/scale_out/replicas_2_job_events_per_s", "/ 3,262 / 2,993", 0,
+    pytest.param("runtime/load_average", "load average 0.4 during", 1, id="load-average"),
+    pytest.param("throughput/scale_out/replicas_2_job_events_per_s", "/ 2,043 / 2,062", 0,
                  id="events-per-second-2"),
-    pytest.param("throughput/scale_out/replicas_4_job_events_per_s", "/ 2,993 (2 cores", 0,
+    pytest.param("throughput/scale_out/replicas_4_job_events_per_s", "/ 2,062 (2 cores", 0,
                  id="events-per-second-4"),
     pytest.param("resync/gc/wall_s", "/ 0.8 s, 0 writes", 1, id="resync-gc"),
     pytest.param("coldburst/spawn_to_ready_s", "| 0.42 s / 2.18", 2, id="cold-ready"),
     pytest.param("coldburst/spawn_to_all_running_s", "/ 3.5 s; 0 dead letters", 1,
                  id="cold-all-running"),
-    pytest.param(f"{B2}/ours/event_path_cpu_s_at_created", "its adapter spends\n2.3 s", 1,
+    pytest.param(f"{B2}/ours/event_path_cpu_s_at_created", "its adapter spends\n2.8 s", 1,
                  id="emulated-event-path-200"),
     pytest.param("resync/reconcile/wall_s", "3.4 s", 1, id="resync-reconcile"),
     pytest.param("coldburst/spawn_to_first_event_s", "2.18 s", 2, id="cold-first-event"),
     pytest.param("coldburst/dead_letters", "0 dead letters", 0, id="cold-dead-letters"),
-    pytest.param(f"{B2}/limit/created_s", "6.5 s", 1, id="limit-200"),
+    pytest.param(f"{B2}/limit/created_s", "9.7 s", 1, id="limit-200"),
     pytest.param(f"{B2}/go-default/created_s", "128.8 s", 1, id="go-default-200"),
-    pytest.param(f"{B2}/go-tuned/created_s", "10.0 s", 1, id="go-tuned-200"),
-    pytest.param(f"{B2}/go-tuned/running_s", "10.7 s", 1, id="go-tuned-running-200"),
-    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "2.1 / 2.8 s", 1,
+    pytest.param(f"{B2}/go-tuned/created_s", "| 12.0 s", 1, id="go-tuned-200"),
+    pytest.param(f"{B2}/go-tuned/running_s", "12.0 s | 12.6 s |", 1, id="go-tuned-running-200"),
+    pytest.param(f"{B2}/go-tuned/controller_cpu_s_at_created", "2.4 / 3.3 s", 1,
                  id="go-tuned-cpu-200"),
-    pytest.param(f"{B2}/ours/created_s", "**12.8 s**", 1, id="ours-200"),
-    pytest.param(f"{B2}/ours/running_s", "**13.9 s**", 1, id="ours-running-200"),
+    pytest.param(f"{B2}/ours/created_s", "**15.8 s**", 1, id="ours-200"),
+    pytest.param(f"{B2}/ours/running_s", "**18.9 s**", 1, id="ours-running-200"),
     pytest.param(f"{B2}/ours/{REQUESTS}", "**14.0**", 1, id="ours-requests-200"),
     pytest.param(f"{B2}/ours/dead_letters", "**0**", 0, id="ours-dead-200"),
-    pytest.param(f"{B2}/ours-x4/running_s", "18.6 s", 1, id="ours-x4-running-200"),
-    pytest.param(f"{B10}/limit/created_s", "| 44.9 s", 1, id="limit-1000"),
-    pytest.param(f"{B10}/limit/sweep/threads_8/created_s", "alone takes 57.7 s", 1,
+    pytest.param(f"{B2}/ours-x4/running_s", "23.9 s", 1, id="ours-x4-running-200"),
+    pytest.param(f"{B10}/limit/created_s", "| 58.1 s", 1, id="limit-1000"),
+    pytest.param(f"{B10}/limit/sweep/threads_8/created_s", "alone takes 74.6 s", 1,
                  id="create-loop-8-threads-1000"),
-    pytest.param(f"{B10}/go-tuned/created_s", "56.2 s", 1, id="go-tuned-1000"),
-    pytest.param(f"{B10}/go-tuned/running_s", "61.2 s", 1, id="go-tuned-running-1000"),
-    pytest.param(f"{B10}/ours/created_s", "**65.8 s**", 1, id="ours-1000"),
-    pytest.param(f"{B10}/ours/running_s", "**72.4 s**", 1, id="ours-running-1000"),
-    pytest.param(f"{B10}/ours/{REQUESTS}", "**14.0**", 1, id="ours-requests-1000"),
+    pytest.param(f"{B10}/go-tuned/created_s", "76.1 s", 1, id="go-tuned-1000"),
+    pytest.param(f"{B10}/go-tuned/running_s", "81.1 s", 1, id="go-tuned-running-1000"),
+    pytest.param(f"{B10}/ours/created_s", "**88.4 s**", 1, id="ours-1000"),
+    pytest.param(f"{B10}/ours/running_s", "**100.2 s**", 1, id="ours-running-1000"),
+    pytest.param(f"{B10}/ours/{REQUESTS}", "**14.1**", 1, id="ours-requests-1000"),
     pytest.param(f"{B10}/ours/jobs_not_running", "**0**", 0, id="ours-all-running-1000"),
-    pytest.param(f"{B2}/ours-knative/created_s", "| 18.7 s", 1, id="knative-200"),
-    pytest.param(f"{B2}/ours-knative/running_s", "| 18.8 s", 1, id="knative-running-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 3.8 / 5.2 s", 1,
+    pytest.param(f"{B2}/ours-knative/created_s", "| 23.8 s", 1, id="knative-200"),
+    pytest.param(f"{B2}/ours-knative/running_s", "| 24.1 s", 1, id="knative-running-200"),
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_created", "| 5.8 / 8.2 s", 1,
                  id="knative-cpu-200"),
-    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 5.2 s", 1,
+    pytest.param(f"{B2}/ours-knative/controller_cpu_s_at_end", "/ 8.2 s", 1,
                  id="knative-cpu-end-200"),
     pytest.param(f"{B2}/ours-knative/{REQUESTS}", "| 14.5 |", 1, id="knative-requests-200"),
-    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "7.6 s of CPU", 1,
+    pytest.param(f"{B2}/ours-knative/event_path_cpu_s_at_created", "10.6 s of CPU", 1,
                  id="knative-event-path-200"),
-    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 15.6 s", 1,
+    pytest.param(f"{B2}/ours-knative/apiserver_cpu_s_at_created", "spends 18.4 s", 1,
                  id="knative-apiserver-200"),
-    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 10.9 s", 1,
+    pytest.param(f"{B2}/ours/apiserver_cpu_s_at_created", "against 13.0 s", 1,
                  id="emulated-apiserver-200"),
     pytest.param(f"{B2}/ours-knative/dead_letters", "| 14.5 | 0 |", 0, id="knative-dead-200"),
-    pytest.param(f"{B10}/ours-knative/created_s", "| 104.9 s", 1, id="knative-1000"),
-    pytest.param(f"{B10}/ours-knative/running_s", "| 105.2 s", 1, id="knative-running-1000"),
-    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 37.0 s", 1,
+    pytest.param(f"{B10}/ours-knative/created_s", "| 130.1 s", 1, id="knative-1000"),
+    pytest.param(f"{B10}/ours-knative/running_s", "| 130.4 s", 1, id="knative-running-1000"),
+    pytest.param(f"{B10}/ours-knative/event_path_cpu_s_at_created", "CPU: 51.0 s", 1,
                  id="knative-event-path-1000"),
     pytest.param(f"{B10}/ours-knative/dead_letters", "| 14.5 | 0 |", 0, id="knative-dead-1000"),
     pytest.param(f"{B2}/ours/{EVENTS}", "ours wrote 6.0 per job", 1, id="ours-events-200"),
-    pytest.param(f"{B2}/ours/settled_s", "the last 15.4 s after", 1, id="ours-events-done-200"),
-    pytest.param(f"{B2}/go-tuned/{EVENTS}", "operator 6.0 per job", 1, id="go-events-200"),
-    pytest.param(f"{B2}/go-tuned/settled_s", "the last at 12.7 s", 1, id="go-events-done-200"),
-    pytest.param(f"{B10}/go-tuned/{EVENTS}", "only 1.9 per job", 1, id="go-events-1000"),
+    pytest.param(f"{B2}/ours/settled_s", "the last 20.9 s after", 1, id="ours-events-done-200"),
+    pytest.param(f"{B2}/go-tuned/{EVENTS}", "operator 5.9 per job", 1, id="go-events-200"),
+    pytest.param(f"{B2}/go-tuned/settled_s", "the last at 15.2 s", 1, id="go-events-done-200"),
+    pytest.param(f"{B10}/go-tuned/{EVENTS}", "only 2.0 per job", 1, id="go-events-1000"),
     pytest.param(f"{B10}/ours/{EVENTS}", "and wrote 6.0 per job", 1, id="ours-events-1000"),
-    pytest.param(f"{B10}/ours/controller_cpu_s_at_created", "spent 14.6 s of CPU to T", 1,
+    pytest.param(f"{B10}/ours/controller_cpu_s_at_created", "spent 23.5 s of CPU to T", 1,
                  id="replicas-1-cpu-1000"),
-    pytest.param(f"{B10}/ours-x2/controller_cpu_s_at_created", "each, 19.3 s with 2", 1,
+    pytest.param(f"{B10}/ours-x2/controller_cpu_s_at_created", "each, 27.8 s with 2", 1,
                  id="replicas-2-cpu-1000"),
-    pytest.param(f"{B10}/ours-x4/controller_cpu_s_at_created", "and 33.5 s with 4", 1,
+    pytest.param(f"{B10}/ours-x4/controller_cpu_s_at_created", "and 44.6 s with 4", 1,
                  id="replicas-4-cpu-1000"),
-    pytest.param(f"{B10}/ours/created_s", "65.8 s, 67.8", 1, id="replicas-1-t-1000"),
-    pytest.param(f"{B10}/ours-x2/created_s", "67.8 s and 88.6", 1, id="replicas-2-t-1000"),
-    pytest.param(f"{B10}/ours-x4/created_s", "and 88.6 s (one run each). A replica", 1,
+    pytest.param(f"{B10}/ours/created_s", "88.4 s, 83.8", 1, id="replicas-1-t-1000"),
+    pytest.param(f"{B10}/ours-x2/created_s", "83.8 s and 98.8", 1, id="replicas-2-t-1000"),
+    pytest.param(f"{B10}/ours-x4/created_s", "and 98.8 s (one run each). A replica", 1,
                  id="replicas-4-t-1000"),
-    pytest.param(f"{B10}/ours-x4/{REQUESTS}", "function, 15.1 requests per job at 1,000", 1,
+    pytest.param(f"{B10}/ours-x4/{REQUESTS}", "function, 14.1 requests per job at 1,000", 1,
                  id="replicas-4-requests-1000"),
 ])
 def test_stated_figure_is_the_committed_result(path: str, text: str, digits: int) -> None:
@@ -261,11 +261,11 @@ def test_wall_clock_claims_are_the_committed_profile() -> None:
 
 
 def test_api_server_claims_are_the_committed_results() -> None:
-    """docs/performance.md: the API server spent somewhat more to T under ours than under the
-    tuned Go operator at both sizes, ours' own processes more than that, and every process
-    but the functions under ours more than every process under the Go operator (the
-    benchmark's medians); in the profile, creates lead; the adapter's largest share is its
-    watch."""
+    """docs/performance.md: the API server spent about as much to T under ours as under the
+    tuned Go operator at both sizes (within a quarter either way), ours' own processes more
+    than that, and every process but the functions under ours more than every process under
+    the Go operator (the benchmark's medians); in the profile, creates lead; the adapter's
+    largest share is its watch."""
     text = PERFORMANCE
 
     def cpu(size: str, system: str, part: str) -> float:
@@ -274,11 +274,11 @@ def test_api_server_claims_are_the_committed_results() -> None:
     figures = {size: (cpu(size, "ours", "apiserver"), cpu(size, "go-tuned", "apiserver"))
                for size in (B2, B10)}
     (ours, theirs), (ours_10, theirs_10) = figures[B2], figures[B10]
-    assert ("The API server spends somewhat more under ours for the same writes at both sizes: "
+    assert ("The API server spends about as much under ours for the same writes at both sizes: "
             f"to T, {ours:.1f} s of CPU against {theirs:.1f} s under the tuned Go operator at "
             f"200 jobs, and {ours_10:.1f} s against {theirs_10:.1f} s at 1,000") in text
-    assert 1.0 < ours / theirs <= 1.25  # somewhat more
-    assert 1.0 < ours_10 / theirs_10 <= 1.25
+    assert 0.8 <= ours / theirs <= 1.25  # about as much
+    assert 0.8 <= ours_10 / theirs_10 <= 1.25
     functions, go, adapter_cpu = (cpu(B2, "ours", "controller"), cpu(B2, "go-tuned", "controller"),
                                   cpu(B2, "ours", "event_path"))
     assert (f"the functions, {functions:.1f} s to T against the Go operator's {go:.1f} s at 200 "

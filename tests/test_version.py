@@ -37,6 +37,8 @@ SCRIPTS = Path(sys.executable).parent  # console scripts sit beside the interpre
                  id="odh-training"),
     pytest.param([str(SCRIPTS / "odh-training-jobs"), "--version"], "odh-training-jobs",
                  id="odh-training-jobs"),
+    pytest.param([str(SCRIPTS / "kubectl-training"), "--version"], "kubectl training",
+                 id="kubectl-plugin"),
 ])
 def test_every_console_script_prints_its_name_and_the_version(command: list[str],
                                                               shown: str) -> None:

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export GOTOOLCHAIN := local
 export GOWORK := off
 
-.PHONY: venv testbin dev test unit lint bench profile devstack-bench clean-testbin
+.PHONY: venv testbin dev test unit lint dist bench profile devstack-bench clean-testbin
 
 # The product and, beside it, the local stack it is developed and tested on (tools/devstack, a
 # distribution of its own that the product never imports).
@@ -39,6 +39,11 @@ test: venv lint
 	@dir=$$(TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# The release artifacts of this version in dist/: the product wheel, the CRDs, the rendered
+# installs (Kubernetes, OpenShift, OpenShift AI) and SHA256SUMS (hack/dist.sh).
+dist: venv
+	PYTHON=$(PY) bash hack/dist.sh
 
 # The burst suite compares with the upstream Go operator: build it too (once, cached).
 bench: venv

@@ -13,7 +13,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import functions
 from functions.runtime import logs
@@ -58,8 +58,16 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser, argv)
+
+
+def run(build: Callable[[Sequence[str]], argparse.ArgumentParser],
+        argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` with the parser ``build`` makes for it, configure logging (``-v``,
+    ``LOG_LEVEL``, ``LOG_FORMAT``) and run the chosen command's handler; the local stack's
+    ``python -m devstack`` runs its commands the same way."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list)
+    parser = build(args_list)
     args = parser.parse_args(args_list)
     try:
         logs.configure(verbose=args.verbose)

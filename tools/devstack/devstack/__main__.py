@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from functions.runtime import logs
+from functions.__main__ import run
 
 # command -> (module, name of its ``add_parser`` function)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -38,18 +38,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list)
-    args = parser.parse_args(args_list)
-    try:
-        logs.configure(verbose=args.verbose)  # LOG_LEVEL and LOG_FORMAT, as the product's
-    except logs.SettingError as exc:
-        parser.error(str(exc))
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 2
-    return int(handler(args))
+    return run(build_parser, argv)  # logging from -v, LOG_LEVEL and LOG_FORMAT, as the product's
 
 
 if __name__ == "__main__":

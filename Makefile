@@ -19,9 +19,10 @@ $(VENV)/.installed: pyproject.toml tools/devstack/pyproject.toml
 
 venv: $(VENV)/.installed
 
-# every binary make dev and make test need (the upstream Trainer and JobSet controllers too)
+# every binary make dev and make test need (the upstream Trainer and JobSet controllers and
+# promtool too)
 testbin:
-	TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh
+	TESTBIN_EXTRA="trainer jobset promtool" bash hack/ensure-testbin.sh
 
 dev: venv
 	$(PY) -m devstack dev
@@ -36,7 +37,7 @@ unit: venv
 	$(VENV)/bin/pytest -m "not cluster and not binaries and not upstream" -q $(PYTEST_ARGS)
 
 test: venv lint
-	@dir=$$(TESTBIN_EXTRA="trainer jobset" bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	@dir=$$(TESTBIN_EXTRA="trainer jobset promtool" bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 

@@ -13,7 +13,8 @@
 #   TESTBIN_ONLY    space-separated group names to resolve (default: all default groups)
 #   TESTBIN_EXTRA   space-separated optional groups to resolve as well as the default ones
 #                   (training-operator: the upstream Go operator, a benchmark-only baseline;
-#                   trainer and jobset: the upstream controllers the Trainer deploys)
+#                   trainer and jobset: the upstream controllers the Trainer deploys;
+#                   promtool: the check of the alerting rules and the dashboard)
 # Output: the assembled directory on stdout; progress on stderr.
 set -euo pipefail
 
@@ -47,6 +48,7 @@ declare -A GROUP_DIR=(
   [training-operator]=tools/training-operator
   [trainer]=tools/trainer
   [jobset]=tools/jobset
+  [promtool]=tools/promtool
 )
 declare -A GROUP_BINS=(
   [etcd]="etcd:go.etcd.io/etcd/server/v3"
@@ -58,13 +60,15 @@ declare -A GROUP_BINS=(
   [training-operator]="training-operator:github.com/kubeflow/training-operator/cmd/training-operator.v1"
   [trainer]="trainer-controller-manager:github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
   [jobset]="jobset-controller-manager:sigs.k8s.io/jobset"
+  [promtool]="promtool:github.com/prometheus/prometheus/cmd/promtool"
 )
 ALL_GROUPS="etcd kubernetes kwok kustomize knative crds"
 # Built only when named in TESTBIN_ONLY or TESTBIN_EXTRA: the Go training-operator (a
 # benchmark-only baseline), and the upstream Trainer controller (the version the Trainer's
 # manifests deploy) and JobSet controller (the version their third-party JobSet deploys),
-# which the local kubelet runs in place of their Deployments' images.
-OPTIONAL_GROUPS="training-operator trainer jobset"
+# which the local kubelet runs in place of their Deployments' images; promtool, which checks
+# the alerting rules and the dashboard's expressions (config/monitoring).
+OPTIONAL_GROUPS="training-operator trainer jobset promtool"
 
 # Third-party CRDs the product depends on or is deployed with, taken from their Go modules
 # (data only, no build): "module@version:directory[:file glob]".
@@ -72,6 +76,7 @@ CRD_MODULES="sigs.k8s.io/jobset@v0.12.0:config/components/crd/bases
 knative.dev/serving@v0.49.0:config/core/300-resources
 knative.dev/eventing@v0.49.2:config/core/resources
 github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_podmonitors.yaml
+github.com/prometheus-operator/prometheus-operator@v0.80.1:example/prometheus-operator-crd:monitoring.coreos.com_prometheusrules.yaml
 volcano.sh/volcano@v1.10.0:config/crd/volcano/bases:scheduling.volcano.sh_podgroups.yaml
 sigs.k8s.io/scheduler-plugins@v0.28.9:config/crd/bases:scheduling.x-k8s.io_podgroups.yaml"
 # Knative Eventing's own install manifests, taken as data from the module the knative group

@@ -32,6 +32,7 @@ EXTRA_GROUPS: dict[str, tuple[str, ...]] = {
     "training-operator": ("training-operator", "training-operator-crds"),
     "trainer": ("trainer-controller-manager",),
     "jobset": ("jobset-controller-manager", "jobset-config"),
+    "promtool": ("promtool",),
 }
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from functions.core.errors import TemporaryError
 from functions.core.keys import ObjectKey, controller_owner
-from functions.jobs import coexistence, metrics
+from functions.jobs import coexistence, gauges, lifecycle, metrics
 from functions.jobs.core import conditions as c
 from functions.jobs.core import mpi
 from functions.jobs.core.flavour import pin_patch
@@ -67,6 +67,8 @@ from functions.kube.store import version_of
 from functions.runtime.registry import ChildMapping, Context, Controller, FunctionName, Result
 
 __all__ = ["CONTROLLERS", "RESOURCES", "controller_for", "new_ssh_keys", "settings_from_env"]
+# The jobs-by-state gauges (registered at import) read the caches of the status function.
+_GAUGES = gauges.GAUGES
 
 STATUS_MANAGER = "training-jobs-status"
 GC_MANAGER = "training-jobs-gc"
@@ -181,6 +183,8 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         desired = outcome.status.to_dict()
         current = _current_status(job_obj)
         if desired == current:
+            lifecycle.publisher(ctx.kube).publish(fw, job_obj, [current], observed.pods,
+                                                  STATUS_MANAGER)
             return _result(outcome.requeue_after)
         if not fresh and (regresses(current, desired) or newly_timed_out(current, desired)):
             fresh = True
@@ -197,8 +201,13 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
                 fresh = True
                 continue
             raise
-        metrics.status_written(fw, meta["namespace"], current, desired)
+        metrics.status_written(fw, job_obj, current, desired)
         record(ctx, job_obj, outcome.notices)
+        # What the replaced status showed is owed too: a writer before this one may have
+        # stopped between its write and its send.
+        lifecycle.publisher(ctx.kube).publish(fw, {**job_obj, "status": desired},
+                                              [current, desired], observed.pods,
+                                              STATUS_MANAGER)
         # The write was conditional on the version read: its own event brings nothing new.
         return Result(requeue_after=_requeue(outcome.requeue_after), wrote=version_of(written))
     raise TemporaryError(f"status of {key} kept changing under us")
@@ -237,6 +246,11 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     execute(ctx, fw, job_obj, plan, GC_MANAGER)
     if plan.delete_job:
         meta = job_obj["metadata"]
+        # The lifecycle is sent before the job it is about is gone: what the status function
+        # still owes, then the deletion.
+        publisher = lifecycle.publisher(ctx.kube)
+        publisher.publish(fw, job_obj, [job_obj.get("status") or {}], [], None)
+        publisher.publish_deletion(fw, job_obj)
         if ctx.kube.delete(RESOURCES[fw.kind], meta["name"], meta["namespace"],
                            uid=meta.get("uid")):
             metrics.job_deleted(fw, meta["namespace"])

@@ -27,15 +27,32 @@ transition, never count one twice (deletes excepted, see ``deleted_pods_total``)
   the object's uid as precondition. A pod that is still terminating accepts a second DELETE,
   so a pass that read it before its deletion showed counts it again; passes never plan the
   deletion of a pod they see terminating.
+
+mpi-operator's counters, for MPIJobs, by its names (no labels, as upstream):
+``mpi_operator_jobs_created_total``, ``..._successful_total``, ``..._failed_total``.
+
+Service levels, observed by the status write that makes the transition (so once per job), by
+``framework`` (and ``job_namespace`` only where ``METRICS_JOB_NAMESPACE=true``: it multiplies
+the series by the namespaces; elsewhere the label is empty, which Prometheus drops):
+
+* ``odh_training_job_queued_seconds``: creation to the start time (the job's admission; a job
+  created suspended by a queue waits until it is resumed);
+* ``odh_training_job_to_created_seconds``: creation to the Created condition;
+* ``odh_training_job_to_running_seconds``: creation to the first Running (restarts excluded);
+* ``odh_training_job_run_seconds`` (and ``result``: succeeded or failed): start time to
+  completion.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
-from functions.jobs.core.frameworks import Framework
+from functions.jobs.core import conditions as c
+from functions.jobs.core.frameworks import MPI, Framework
+from functions.jobs.core.restarts import RESTARTS_ANNOTATION
 from functions.jobs.core.transitions import status_transitions
 from functions.runtime.metrics import register_process_collector
 
@@ -70,15 +87,44 @@ PODGROUPS_CREATED = Counter("created_pod_groups", "PodGroups created",
 PODGROUPS_DELETED = Counter("deleted_pod_groups", "PodGroups deleted",
                             registry=None)
 
+MPI_CREATED = Counter("mpi_operator_jobs_created", "Counts number of MPI jobs created",
+                      registry=None)
+MPI_SUCCESSFUL = Counter("mpi_operator_jobs_successful",
+                         "Counts number of MPI jobs successful", registry=None)
+MPI_FAILED = Counter("mpi_operator_jobs_failed", "Counts number of MPI jobs failed",
+                     registry=None)
+
+# Seconds, from a fast start on an idle cluster to a day in a queue.
+SLO_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+               7200.0, 21600.0, 86400.0)
+SLO_LABELS = ("framework", "job_namespace")
+QUEUED = Histogram("odh_training_job_queued_seconds",
+                   "Training jobs: creation to start time (admission)", SLO_LABELS,
+                   buckets=SLO_BUCKETS, registry=None)
+TO_CREATED = Histogram("odh_training_job_to_created_seconds",
+                       "Training jobs: creation to the Created condition", SLO_LABELS,
+                       buckets=SLO_BUCKETS, registry=None)
+TO_RUNNING = Histogram("odh_training_job_to_running_seconds",
+                       "Training jobs: creation to the first Running", SLO_LABELS,
+                       buckets=SLO_BUCKETS, registry=None)
+RUN = Histogram("odh_training_job_run_seconds",
+                "Training jobs: start time to completion", (*SLO_LABELS, "result"),
+                buckets=SLO_BUCKETS, registry=None)
+NAMESPACE_LABEL_ENV = "METRICS_JOB_NAMESPACE"
+
 for _counter in (JOBS_CREATED, JOBS_DELETED, JOBS_SUCCESSFUL, JOBS_FAILED, JOBS_RESTARTED,
                  CREATED_PODS, DELETED_PODS, FAILED_PODS, SERVICES_CREATED,
-                 SERVICES_NOT_CREATED, PODGROUPS_CREATED, PODGROUPS_DELETED):
+                 SERVICES_NOT_CREATED, PODGROUPS_CREATED, PODGROUPS_DELETED,
+                 MPI_CREATED, MPI_SUCCESSFUL, MPI_FAILED, QUEUED, TO_CREATED, TO_RUNNING, RUN):
     register_process_collector(_counter)
 
 
-def status_written(fw: Framework, namespace: str, before: Obj, after: Obj) -> None:
+def status_written(fw: Framework, job: Obj, before: Obj, after: Obj) -> None:
     """Count what a successful status write changed (``before``: what it replaced)."""
+    meta = job.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
     change = status_transitions(before, after)
+    _observe_levels(fw, meta, before, after)
     if not change.any:
         return
     labels = (namespace, fw.name)
@@ -88,8 +134,61 @@ def status_written(fw: Framework, namespace: str, before: Obj, after: Obj) -> No
                               (change.restarted, JOBS_RESTARTED)):
         if happened:
             counter.labels(*labels).inc()
+    if fw.kind == MPI.kind:
+        for happened, counter in ((change.created, MPI_CREATED),
+                                  (change.succeeded, MPI_SUCCESSFUL),
+                                  (change.failed, MPI_FAILED)):
+            if happened:
+                counter.inc()
     if change.failed_pods:
         FAILED_PODS.inc(change.failed_pods)
+
+
+def _seconds(start: Any, end: Any) -> float | None:
+    try:
+        begun, ended = c.parse_time(start), c.parse_time(end)
+    except (TypeError, ValueError):
+        return None
+    if begun is None or ended is None:
+        return None
+    return max(0.0, (ended - begun).total_seconds())
+
+
+def _transition_time(status: Obj, type_: str) -> str | None:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return str(cond.get("lastTransitionTime") or "") or None
+    return None
+
+
+def _has(status: Obj, type_: str) -> bool:
+    return any(cond.get("type") == type_ for cond in status.get("conditions") or [])
+
+
+def _observe_levels(fw: Framework, meta: Obj, before: Obj, after: Obj) -> None:
+    """The service-level histograms of what this write made happen."""
+    namespace = str(meta.get("namespace") or "") if os.environ.get(
+        NAMESPACE_LABEL_ENV, "").lower() in ("1", "true", "yes") else ""
+    labels = (fw.name, namespace)
+    created = meta.get("creationTimestamp")
+    observations: list[tuple[Histogram, tuple[str, ...], float | None]] = []
+    if after.get("startTime") and not before.get("startTime"):
+        observations.append((QUEUED, labels, _seconds(created, after["startTime"])))
+    if _transition_time(after, c.CREATED) and not _transition_time(before, c.CREATED):
+        observations.append((TO_CREATED, labels,
+                             _seconds(created, _transition_time(after, c.CREATED))))
+    first_run = not (_has(before, c.RUNNING) or _has(before, c.RESTARTING)
+                     or (meta.get("annotations") or {}).get(RESTARTS_ANNOTATION))
+    if first_run and _transition_time(after, c.RUNNING):
+        observations.append((TO_RUNNING, labels,
+                             _seconds(created, _transition_time(after, c.RUNNING))))
+    for result, type_ in (("succeeded", c.SUCCEEDED), ("failed", c.FAILED)):
+        if _transition_time(after, type_) and not _transition_time(before, type_):
+            end = after.get("completionTime") or _transition_time(after, type_)
+            observations.append((RUN, (*labels, result), _seconds(after.get("startTime"), end)))
+    for histogram, values, seconds in observations:
+        if seconds is not None:
+            histogram.labels(*values).observe(seconds)
 
 
 def job_deleted(fw: Framework, namespace: str) -> None:

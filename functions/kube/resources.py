@@ -70,6 +70,7 @@ MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 XGBOOSTJOBS = Resource("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob")
 PADDLEJOBS = Resource("kubeflow.org", "v1", "paddlejobs", "PaddleJob")
 JAXJOBS = Resource("kubeflow.org", "v1", "jaxjobs", "JAXJob")
+BROKERS = Resource("eventing.knative.dev", "v1", "brokers", "Broker")
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
 CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
                                      "ClusterTrainingRuntime", namespaced=False)

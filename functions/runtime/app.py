@@ -254,6 +254,8 @@ class FunctionRuntime:
                     for spec in self.cache_specs:
                         self._cache.informer(spec.resource)
                     self._reader = CachedReader(kube, self._cache)
+                    from functions.runtime.metrics import cache_made
+                    cache_made(self.function, self._cache, kube)
             return self._reader
 
     def _catch_up(self, res: Resource, changed: list[Change]) -> None:

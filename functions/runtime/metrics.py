@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -47,6 +47,23 @@ def register_process_collector(collector: Any) -> None:
     with _process_lock:
         if collector not in _process_collectors:
             _process_collectors.append(collector)
+
+
+_cache_hooks: list[Callable[[str, Any, Any], None]] = []
+
+
+def on_cache(hook: Callable[[str, Any, Any], None]) -> None:
+    """Call ``hook(function, cache, kube)`` with each watch cache a function's process makes
+    (for collectors that report levels from the caches, e.g. jobs by state)."""
+    with _process_lock:
+        _cache_hooks.append(hook)
+
+
+def cache_made(function: str, cache: Any, kube: Any) -> None:
+    with _process_lock:
+        hooks = list(_cache_hooks)
+    for hook in hooks:
+        hook(function, cache, kube)
 
 
 class _ProcessCollectors:

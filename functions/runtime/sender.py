@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
+from urllib.request import getproxies_environment, proxy_bypass
 
 import urllib3
 from urllib3.util import Retry
@@ -59,13 +60,28 @@ class SendResult:
     body: bytes = b""
 
 
-class ConnectionPool:
-    """Keep-alive connections by origin, at most ``max_idle`` idle ones each; thread-safe."""
+def env_proxy(scheme: str, host: str) -> str | None:
+    """The proxy ``HTTP_PROXY``/``HTTPS_PROXY`` name for ``host``, unless ``NO_PROXY`` exempts
+    it (as an OpenShift cluster-wide proxy sets them in every pod)."""
+    proxies = getproxies_environment()
+    proxy = proxies.get(scheme)
+    if not proxy or proxy_bypass(host):
+        return None
+    return proxy
 
-    def __init__(self, max_idle: int = 64, max_answer: int = MAX_ANSWER) -> None:
+
+class ConnectionPool:
+    """Keep-alive connections by origin, at most ``max_idle`` idle ones each; thread-safe.
+    ``env_proxies``: reach origins through the proxy the environment names for them
+    (:func:`env_proxy`); the Broker's own deliveries to the functions never need one."""
+
+    def __init__(self, max_idle: int = 64, max_answer: int = MAX_ANSWER, *,
+                 env_proxies: bool = False) -> None:
         self.max_idle = max_idle
         self.max_answer = max_answer
+        self.env_proxies = env_proxies
         self._pools: dict[Origin, urllib3.HTTPConnectionPool] = {}
+        self._proxied: dict[str, urllib3.ProxyManager] = {}
         self._lock = threading.Lock()
         self._tls: ssl.SSLContext | None = None
 
@@ -80,12 +96,15 @@ class ConnectionPool:
             try:
                 parts = urlsplit(url)  # a bad address is a ValueError, as the answer's are
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-                pool = self._pool(parts.scheme or "http", parts.hostname or "localhost",
-                                  parts.port or (443 if parts.scheme == "https" else 80))
+                scheme, host = parts.scheme or "http", parts.hostname or "localhost"
+                proxy = env_proxy(scheme, host) if self.env_proxies else None
+                pool: urllib3.HTTPConnectionPool | urllib3.ProxyManager = (
+                    self._pool(scheme, host, parts.port or (443 if scheme == "https" else 80))
+                    if proxy is None else self._proxy(proxy))
                 response = final(pool.urlopen(
-                    "POST", path, body=body, headers=outgoing, redirect=False,
-                    assert_same_host=False, timeout=socket_timeout(timeout),
-                    preload_content=False, decode_content=False))
+                    "POST", path if proxy is None else url, body=body, headers=outgoing,
+                    redirect=False, assert_same_host=False, timeout=socket_timeout(timeout),
+                    retries=RESEND, preload_content=False, decode_content=False))
                 answer = read_body(response, self.max_answer)
             finally:
                 WATCHDOG.finish(deadline)
@@ -115,11 +134,22 @@ class ConnectionPool:
                         ssl_context=self._tls if scheme == "https" else None)
         return pool
 
+    def _proxy(self, proxy: str) -> urllib3.ProxyManager:
+        with self._lock:
+            manager = self._proxied.get(proxy)
+            if manager is None:
+                manager = self._proxied[proxy] = urllib3.ProxyManager(
+                    proxy, num_pools=16, maxsize=self.max_idle, block=False, retries=RESEND)
+        return manager
+
     def close(self) -> None:
         with self._lock:
             pools, self._pools = self._pools, {}
+            managers, self._proxied = self._proxied, {}
         for pool in pools.values():
             pool.close()
+        for manager in managers.values():
+            manager.clear()
 
 
 def post_event(url: str, headers: Mapping[str, str], body: bytes,

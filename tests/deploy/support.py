@@ -24,7 +24,7 @@ Obj = dict[str, Any]
 KUSTOMIZATIONS = ("config/default", "config/overlays/openshift", "config/overlays/rhoai",
                   "config/func", "config/crd",
                   "config/network", "config/rbac", "config/serving", "config/samples",
-                  "config/api", "eventing")
+                  "config/api", "config/monitoring", "eventing")
 # The ones that install the product (the rest are parts or samples).
 INSTALLS = ("config/default", "config/overlays/openshift", "config/overlays/rhoai",
             "config/func")

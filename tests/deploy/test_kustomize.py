@@ -118,7 +118,12 @@ def test_func_install_leaves_the_function_services_to_func(
                                               "namespace": "opendatahub"}]}
     assert functions_bound == {"odh-training-reconcile", "odh-training-reconcile-delegated",
                                "odh-training-gc", "odh-training-status",
-                               "odh-training-reconcile-lease", "odh-training-delivery-auth"}
+                               "odh-training-reconcile-lease", "odh-training-delivery-auth",
+                               "odh-training-lifecycle", "odh-training-gc-token",
+                               "odh-training-status-token"}
+    # the lifecycle's tokens are its own account's
+    assert {tuple(o["rules"][0]["resourceNames"]) for o in objs if o["kind"] == "Role"
+            and o["metadata"]["name"].endswith("-token")} == {("odh-training-functions",)}
 
 
 @pytest.mark.parametrize("directory", INSTALLS)

@@ -144,7 +144,11 @@ def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) ->
         ("RoleBinding", "odh-training-status", "odh-training-status"),
         *((kind, "odh-training-delivery-auth", f"odh-training-{identity}")
           for kind in ("ClusterRoleBinding", "RoleBinding")
-          for identity in ("reconcile", "gc", "status", "dead-letters"))}
+          for identity in ("reconcile", "gc", "status", "dead-letters")),
+        # the lifecycle's senders (lifecycle_role.yaml): each its own tokens only
+        *(binding for identity in ("gc", "status") for binding in (
+            ("ClusterRoleBinding", "odh-training-lifecycle", f"odh-training-{identity}"),
+            ("RoleBinding", f"odh-training-{identity}-token", f"odh-training-{identity}")))}
     # The dead-letter sink's token is for its delivery check's TokenReviews and nothing else.
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
     assert dead_letters.get("automountServiceAccountToken", True) is True

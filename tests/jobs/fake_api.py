@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ Obj = dict[str, Any]
 # none here, as on a cluster that serves none of it.
 COEXISTENCE_READS = ("/apis/apps/v1/deployments", "/apis/datasciencecluster.opendatahub.io/",
                      "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/")
+# What the lifecycle reads to find a job's Broker (functions/jobs/lifecycle.py): none here.
+LIFECYCLE_READS = re.compile(r"^/api/v1/namespaces/[^/]+$|^/apis/eventing\.knative\.dev/")
 
 
 def _answer(status: int, body: Obj) -> Response:
@@ -81,7 +84,8 @@ class JobApi:
                 self.lose_answers -= 1
                 raise TransportError("connection reset after the write")
             return _answer(200, self.job)
-        if request.method == "GET" and request.path.startswith(COEXISTENCE_READS):
+        if request.method == "GET" and (request.path.startswith(COEXISTENCE_READS)
+                                        or LIFECYCLE_READS.match(request.path)):
             return _answer(404, {"reason": "NotFound", "message": "not found"})
         raise AssertionError(f"unexpected {request.method} {request.path}")
 

@@ -81,7 +81,7 @@ def test_event_source_and_every_trigger_carry_the_kind(fw: Framework) -> None:
     pytest.param("config/rbac/reconcile_role.yaml", "odh-training-reconcile",
                  {"get", "list", "watch", "patch"}, ("finalizers", {"update"}), id="reconcile"),
     pytest.param("config/rbac/status_role.yaml", "odh-training-status",
-                 {"get", "list", "watch"}, ("status", {"patch"}), id="status"),
+                 {"get", "list", "watch", "patch"}, ("status", {"patch"}), id="status"),
     pytest.param("config/rbac/gc_role.yaml", "odh-training-gc",
                  {"get", "list", "watch", "delete"}, None, id="gc"),
     pytest.param("config/api/rbac.yaml", "odh-training-api",

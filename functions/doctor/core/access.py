@@ -13,7 +13,7 @@ other namespace: where training jobs live).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from functions.doctor.core.model import AccessReview, Finding, Status
@@ -85,6 +85,28 @@ def _delivery_check(identity: str) -> list[Expectation]:
         _not(identity, "create", AUTHZ, "subjectaccessreviews", "cluster"),
         _not(identity, "create", "", "serviceaccounts", "install",
              "odh-training-reconcile-oidc-eventing.knative.dev-trigger", "token"),
+    ]
+
+
+def service_account(identity: str) -> str:
+    return f"odh-training-{identity}"
+
+
+def _lifecycle(identity: str) -> list[Expectation]:
+    """What sending the training lifecycle needs (functions/jobs/lifecycle.py): a job's
+    namespace and its Broker, read by name, and tokens of the function's own ServiceAccount
+    (a Broker's OIDC audience); nothing of other Brokers or other accounts."""
+    return [
+        _may(identity, "get", "", "namespaces", "cluster", "team-a"),  # (gc's TrainJobs too)
+        _may(identity, "get", EVENTING, "brokers", "user", "default"),
+        _may(identity, "create", "", "serviceaccounts", "install", service_account(identity),
+             "token"),
+        _not(identity, "create", "", "serviceaccounts", "install", "odh-training-reconcile",
+             "token"),
+        _not(identity, "create", "", "serviceaccounts", "user", "default", "token"),
+        _not(identity, "list", EVENTING, "brokers", "cluster"),
+        _not(identity, "patch", EVENTING, "brokers", "user", "default"),
+        _not(identity, "create", EVENTING, "brokers", "user"),
     ]
 
 
@@ -185,10 +207,10 @@ GC = [
     _may("gc", "delete", TRAINER_API, "trainjobs", "user", "llm"),
     _may("gc", "list", TRAINER_API, "trainjobs", "user"),
     _may("gc", "patch", TRAINER_API, "trainjobs", "user", "llm"),
-    _may("gc", "get", "", "namespaces", "cluster", "team-a"),
     _not("gc", "create", TRAINER_API, "trainjobs", "user"),
     _not("gc", "patch", "", "namespaces", "cluster", "team-a"),
     *_delivery_check("gc"),
+    *_lifecycle("gc"),
 ]
 STATUS = [
     _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
@@ -204,7 +226,9 @@ STATUS = [
     _not("status", "create", "", "pods", "user", "pi-worker-0", "exec"),
     _not("status", "delete", "", "pods", "user", "mnist-worker-0"),
     _not("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
-    _not("status", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    # the lifecycle outbox: one annotation of the job (functions/jobs/lifecycle.py)
+    _may("status", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
+    _not("status", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("status", "get", "", "configmaps", "install", "kube-root-ca.crt"),
     _not("status", "get", "", "secrets", "user", "credentials"),
     _not("status", "watch", "apps", "deployments", "cluster"),
@@ -213,7 +237,11 @@ STATUS = [
          "trainers.components.platform.opendatahub.io"),
     _not("status", "list", CRDS, "customresourcedefinitions", "cluster"),
     _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
+    # the gauges' Lease (functions/jobs/gauges.py), not the queue's
+    _may("status", "patch", LEASES, "leases", "install", "odh-training-metrics"),
+    _not("status", "patch", LEASES, "leases", "install", "odh-training-queue"),
     *_delivery_check("status"),
+    *_lifecycle("status"),
 ]
 EVENTS = [
     _may("events", "watch", TRAINERS, "trainers", "cluster"),
@@ -240,15 +268,15 @@ FUNC_IDENTITY = "functions"
 FUNCTION_IDENTITIES = ("reconcile", "gc", "status")
 
 
-def service_account(identity: str) -> str:
-    return f"odh-training-{identity}"
-
-
 def expectations_for(identity: str) -> list[Expectation]:
     """``functions`` holds what reconcile, gc and status may do (nothing forbidden is checked:
     one function's need is another's excess)."""
     if identity == FUNC_IDENTITY:
-        return [e for e in EXPECTATIONS if e.identity in FUNCTION_IDENTITIES and e.allowed]
+        own = service_account(FUNC_IDENTITY)
+        return list(dict.fromkeys(
+            replace(e, name=own) if e.subresource == "token" and e.name == service_account(
+                e.identity) else e
+            for e in EXPECTATIONS if e.identity in FUNCTION_IDENTITIES and e.allowed))
     return [e for e in EXPECTATIONS if e.identity == identity]
 
 

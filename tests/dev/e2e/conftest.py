@@ -11,6 +11,7 @@ keep that stream under ``tests/data/recordings/``.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -20,12 +21,13 @@ from typing import Any
 
 import pytest
 
+from devstack import knative
 from devstack.recording import RecordedRequest
 from devstack.stack import DevStack
 from functions.core.event_sources import SOURCE_NAME_LABEL
 from functions.kube import resources
 from functions.kube.client import KubeClient
-from tests.support import REPO
+from tests.support import REPO, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 NAMESPACE = "opendatahub"
@@ -83,3 +85,45 @@ def objects_adapter(kube: KubeClient) -> dict[str, Any]:
                if any(o.get("kind") == "ApiServerSource" and o.get("name") == "odh-training-objects"
                       for o in d["metadata"].get("ownerReferences") or [])]
     return found
+
+
+def create_namespaces(stack: DevStack, kube: KubeClient, names: list[str]) -> None:
+    """Create ``names`` together and return once the event path delivers from them. Each
+    namespace created makes the ApiServerSource controller rewrite the all-namespaces
+    adapter's Deployment, and the restarted adapter misses what changes before its watches
+    start (a gap the functions close with a resync,
+    ``test_a_change_while_an_adapter_restarts_...``): tests that count events start once that
+    rollout has settled and the new adapter delivers (a probe Service in the last of
+    ``names``, made and deleted until its event is recorded)."""
+    assert stack.knative is not None
+    generation = objects_adapter(kube)["metadata"]["generation"]
+    started = time.monotonic()
+    for name in names:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                   "e2e-user")
+    wait_for(lambda: objects_adapter(kube)["metadata"]["generation"] > generation, 30, 0.2,
+             "the ApiServerSource controller to rewrite the adapter's Deployment")
+    print(f"adapter Deployment rewritten {time.monotonic() - started:.1f}s after the namespaces")
+    wait_for(lambda: not [m for name in names
+                          for m in knative.sources_not_watching(kube, name, NAMESPACE)],
+             60, 0.5, "the sources to track every new namespace and their adapters' rollout")
+    probe_namespace = names[-1]
+    probe = {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "e2e-probe", "namespace": probe_namespace,
+                          "labels": {"training.kubeflow.org/job-name": "e2e-probe"}},
+             "spec": {"clusterIP": "None", "selector": {"probe": "none"}}}
+    eventing = stack.knative
+
+    def probe_delivered() -> bool:
+        kube.apply(copy.deepcopy(probe), "e2e-user")
+        kube.delete(resources.SERVICES, "e2e-probe", probe_namespace)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            if any(e.get("name") == "e2e-probe" and e.get("namespace") == probe_namespace
+                   for e in map(attributes, eventing.events())):
+                return True
+            time.sleep(0.1)
+        return False
+
+    wait_for(probe_delivered, 60, 0.1, "the restarted adapter to deliver")
+    print(f"adapter delivering again {time.monotonic() - started:.1f}s after the namespaces")

@@ -25,7 +25,7 @@ from functions.runtime.eventing import SOURCE_FILTERS_FEATURE, source_filter_pat
 from functions.runtime.registry import load_controllers
 from functions.trainer import kinds
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, attributes, objects_adapter
+from tests.dev.e2e.conftest import NAMESPACE, attributes, create_namespaces
 from tests.runtime.test_event_coverage import watched_kinds
 from tests.support import REPO, condition, wait_for
 
@@ -123,38 +123,8 @@ def job_namespaces(stack: DevStack, kube: KubeClient) -> list[str]:
     with a resync, ``test_a_change_while_an_adapter_restarts_...``). The tests below count
     the events each job's children sent, so they start once that rollout has settled and the
     new adapter delivers."""
-    assert stack.knative is not None
-    generation = objects_adapter(kube)["metadata"]["generation"]
     names = [f"e2e-{kind.lower()}" for kind in JOB_KINDS] + [DRIFT_NAMESPACE]
-    started = time.monotonic()
-    for name in names:
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                   "e2e-user")
-    wait_for(lambda: objects_adapter(kube)["metadata"]["generation"] > generation, 30, 0.2,
-             "the ApiServerSource controller to rewrite the adapter's Deployment")
-    print(f"adapter Deployment rewritten {time.monotonic() - started:.1f}s after the namespaces")
-    wait_for(lambda: not [m for name in names
-                          for m in knative.sources_not_watching(kube, name, NAMESPACE)],
-             60, 0.5, "the sources to track every new namespace and their adapters' rollout")
-    probe = {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "e2e-probe", "namespace": DRIFT_NAMESPACE,
-                          "labels": {"training.kubeflow.org/job-name": "e2e-probe"}},
-             "spec": {"clusterIP": "None", "selector": {"probe": "none"}}}
-    eventing = stack.knative
-
-    def probe_delivered() -> bool:
-        kube.apply(copy.deepcopy(probe), "e2e-user")
-        kube.delete(resources.SERVICES, "e2e-probe", DRIFT_NAMESPACE)
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
-            if any(e.get("name") == "e2e-probe" and e.get("namespace") == DRIFT_NAMESPACE
-                   for e in map(attributes, eventing.events())):
-                return True
-            time.sleep(0.1)
-        return False
-
-    wait_for(probe_delivered, 60, 0.1, "the restarted adapter to deliver")
-    print(f"adapter delivering again {time.monotonic() - started:.1f}s after the namespaces")
+    create_namespaces(stack, kube, names)
     return names
 
 

@@ -13,8 +13,10 @@ What runs, and who stands in for what a cluster provides:
 * Knative Serving: the Knative Services of ``config/serving`` are applied and published with
   their cluster-local address; the network routes that address to the local function
   processes (:meth:`KnativeEventing.route`);
-* a recording subscriber, when asked for: one more Trigger on the Broker, with no filter,
-  whose subscriber is :class:`Recorder`; every event the Broker accepted reaches it.
+* a recording subscriber, when asked for: one more Trigger, with no filter, on every Broker
+  (ours, and each one a namespace makes, for the lifecycle of its jobs, as it appears), whose
+  subscriber is :class:`Recorder`; every event a Broker accepted reaches it, the Broker named
+  by the path it was delivered to (``/<namespace>/<name>``; ``/`` for ours).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from devstack.podhost import PodHost
 from devstack.post_server import PostServer
 from devstack.recording import RecordedRequest, now_stamp
 from functions.kube.client import KubeClient
+from functions.kube.resources import BROKERS
 from functions.runtime.eventing import SOURCE_FILTERS_FEATURE, with_source_filters
 
 log = logging.getLogger(__name__)
@@ -114,14 +117,21 @@ def with_resync(objects: list[Obj], resync: float | None) -> list[Obj]:
     return kept
 
 
-def recorder_trigger(brokers: list[Obj]) -> Obj:
+# How often the Brokers namespaces make are looked for, to record them too.
+FOLLOW_SECONDS = 2.0
+
+
+def recorder_trigger(brokers: list[Obj], *, path: str = "") -> Obj:
+    """The recorder's Trigger on ``brokers[0]``: ``path`` (``/<namespace>/<name>``) for a
+    Broker other than ours, which also names the Trigger after it."""
     broker = brokers[0]["metadata"]
+    name = RECORDER_TRIGGER + (f"-{broker['name']}" if path else "")
     return {
         "apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
-        "metadata": {"name": RECORDER_TRIGGER, "namespace": broker.get("namespace"),
+        "metadata": {"name": name, "namespace": broker.get("namespace"),
                      "labels": {"functions.opendatahub.io/dev": "recorder"}},
         "spec": {"broker": broker["name"],
-                 "subscriber": {"uri": f"http://{RECORDER_HOST}.svc.cluster.local"}},
+                 "subscriber": {"uri": f"http://{RECORDER_HOST}.svc.cluster.local{path}"}},
     }
 
 
@@ -139,6 +149,8 @@ class KnativeEventing(PodHost):
     # ingress and filter, the channel) sends with a token of its OIDC identity and every
     # receiver checks it; the Broker's filter sends the functions tokens of their Triggers'.
     oidc: bool = True
+    _followed: set[tuple[str, str]] = field(default_factory=set)
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     def start_network(self) -> None:
         if self.recording or self.record is not None:
@@ -173,15 +185,35 @@ class KnativeEventing(PodHost):
         brokers = [o for o in objects if o.get("kind") == "Broker"]
         if self.recorder is not None and brokers:
             objects.append(recorder_trigger(brokers))
+            self._followed.update((str(b["metadata"].get("namespace")), b["metadata"]["name"])
+                                  for b in brokers)
+            threading.Thread(target=self._follow_brokers, args=(kube,), daemon=True,
+                             name="recorder-brokers").start()
         for obj in objects:
             kube.apply(obj, FIELD_MANAGER)
         return knative.refs_of(o for o in objects if str(o.get("apiVersion", "")).startswith(
             ("eventing.knative.dev/", "sources.knative.dev/")))
 
+    def _follow_brokers(self, kube: KubeClient) -> None:
+        """Give each Broker a namespace makes the recorder's Trigger too."""
+        while not self._stopping.wait(FOLLOW_SECONDS):
+            try:
+                for broker in kube.list(BROKERS):
+                    meta = broker["metadata"]
+                    key = (str(meta.get("namespace")), str(meta["name"]))
+                    if key not in self._followed:
+                        kube.apply(recorder_trigger([broker], path=f"/{key[0]}/{key[1]}"),
+                                   FIELD_MANAGER)
+                        self._followed.add(key)
+                        log.info("recording Broker %s/%s too", *key)
+            except Exception as exc:  # the next look tries again
+                log.warning("Brokers not looked at: %s", exc)
+
     def events(self) -> list[RecordedRequest]:
         return self.recorder.snapshot() if self.recorder is not None else []
 
     def stop(self) -> None:
+        self._stopping.set()
         super().stop()
         if self.recorder is not None:
             self.recorder.server.stop()

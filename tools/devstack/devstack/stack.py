@@ -318,6 +318,12 @@ class DevStack:
         if self.trainer_manifests is not None:
             env["TRAINER_MANIFESTS_DIR"] = str(self.trainer_manifests)
         env.update(self._delivery_env(identity))
+        if self.pods is not None:
+            # In-cluster addresses (a namespace Broker's ingress, for the job lifecycle) are
+            # reached through the cluster network's proxy, as pods behind a cluster-wide
+            # proxy reach them; the API server on loopback stays direct.
+            env["HTTP_PROXY"] = self.pods.proxy_url
+            env["NO_PROXY"] = "127.0.0.1,localhost"
         env.update(self.function_env)
         # Served as the container serves it, or, when a chaos test asks for API faults,
         # through the same server with a client that injects them.

@@ -183,8 +183,7 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         desired = outcome.status.to_dict()
         current = _current_status(job_obj)
         if desired == current:
-            lifecycle.publisher(ctx.kube).publish(fw, job_obj, [current], observed.pods,
-                                                  STATUS_MANAGER)
+            lifecycle.publish(ctx.kube, fw, job_obj, [current], observed.pods, STATUS_MANAGER)
             return _result(outcome.requeue_after)
         if not fresh and (regresses(current, desired) or newly_timed_out(current, desired)):
             fresh = True
@@ -205,9 +204,8 @@ def status(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
         record(ctx, job_obj, outcome.notices)
         # What the replaced status showed is owed too: a writer before this one may have
         # stopped between its write and its send.
-        lifecycle.publisher(ctx.kube).publish(fw, {**job_obj, "status": desired},
-                                              [current, desired], observed.pods,
-                                              STATUS_MANAGER)
+        lifecycle.publish(ctx.kube, fw, {**job_obj, "status": desired}, [current, desired],
+                          observed.pods, STATUS_MANAGER)
         # The write was conditional on the version read: its own event brings nothing new.
         return Result(requeue_after=_requeue(outcome.requeue_after), wrote=version_of(written))
     raise TemporaryError(f"status of {key} kept changing under us")
@@ -246,11 +244,8 @@ def gc(fw: Framework, ctx: Context, key: ObjectKey) -> Result | None:
     execute(ctx, fw, job_obj, plan, GC_MANAGER)
     if plan.delete_job:
         meta = job_obj["metadata"]
-        # The lifecycle is sent before the job it is about is gone: what the status function
-        # still owes, then the deletion.
-        publisher = lifecycle.publisher(ctx.kube)
-        publisher.publish(fw, job_obj, [job_obj.get("status") or {}], [], None)
-        publisher.publish_deletion(fw, job_obj)
+        # The lifecycle is sent before the job it is about is gone.
+        lifecycle.publish_deletion(ctx.kube, fw, job_obj)
         if ctx.kube.delete(RESOURCES[fw.kind], meta["name"], meta["namespace"],
                            uid=meta.get("uid")):
             metrics.job_deleted(fw, meta["namespace"])

@@ -35,10 +35,12 @@ from functions.kube.client import ApiError
 from functions.platform import coexistence
 from functions.platform.core.coexistence import Scope, blocking
 from functions.platform.core.coexistence import summary as conflict_summary
+from functions.runtime.lifecycle import publisher
 from functions.runtime.recorder import NORMAL, WARNING
 from functions.runtime.registry import ChildMapping, Context, Controller, Result
 from functions.trainer import kinds, provision, sweep
 from functions.trainer.core import dependencies as deps
+from functions.trainer.core import lifecycle as trainer_lifecycle
 from functions.trainer.core import releases as rel
 from functions.trainer.core.api import (
     API_VERSION,
@@ -115,34 +117,35 @@ def _patch_finalizers(ctx: Context, trainer: Trainer, finalizers: list[str]) -> 
 
 
 def write_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer,
-                 compute: Callable[[Trainer], TrainerStatus]) -> bool:
-    """Apply ``compute(trainer)`` when it differs from the stored status; True if written.
+                 compute: Callable[[Trainer], TrainerStatus]) -> Obj | None:
+    """Apply ``compute(trainer)`` when it differs from the stored status; the status written,
+    if it was.
 
     On a precondition conflict the Trainer is read again and the status recomputed once.
     """
     for attempt in range(2):
         new = compute(trainer)
         if not status_changed(trainer.status, new):
-            return False
+            return None
         body = {"apiVersion": API_VERSION, "kind": KIND,
                 "metadata": {"name": trainer.metadata.name,
                              "resourceVersion": trainer.metadata.resource_version},
                 "status": new.to_object()}
         try:
             ctx.kube.apply_status(body, STATUS_FIELD_MANAGER, res=resources.TRAINERS)
-            return True
+            return new.to_object()
         except ApiError as exc:
             if exc.status == 404:
-                return False
+                return None
             if exc.status != 409 or attempt == 1:
                 ctx.recorder.record(obj, NORMAL, "ReconcileError",
                                     f"reconcile failed: {exc}")
                 raise TemporaryError(f"cannot write Trainer status: {exc}") from exc
             loaded = _load(ctx, key)
             if loaded is None:
-                return False
+                return None
             obj, trainer = loaded
-    return False
+    return None
 
 
 def _deployments(ctx: Context, namespace: str) -> list[Obj]:
@@ -179,7 +182,8 @@ def _trainer_handler(body: TrainerHandler) -> Handler:
 
 
 def _write_observed_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer,
-                           mode: Mode | None, provisioning: Condition | None = None) -> None:
+                           mode: Mode | None, provisioning: Condition | None = None
+                           ) -> Obj | None:
     """Write the status from the Deployments and releases read now.
 
     ``mode`` ``None`` takes it from the Trainer as read when the status is computed.
@@ -194,7 +198,7 @@ def _write_observed_status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trai
             previous=current.status, deployments=deployments, releases=releases,
             now=ctx.now(), provisioning=provisioning))
 
-    write_status(ctx, key, obj, trainer, compute)
+    return write_status(ctx, key, obj, trainer, compute)
 
 
 def _conflicts(ctx: Context) -> str | None:
@@ -247,8 +251,16 @@ def reconcile(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Resul
 
 @_trainer_handler
 def status(ctx: Context, key: ObjectKey, obj: Obj, trainer: Trainer) -> Result | None:
+    """Also sends the Trainer's lifecycle (:mod:`functions.trainer.core.lifecycle`): each of
+    the three functions writes its status, and each write reaches this handler, which sends
+    what the status it read and the one it wrote show and the Trainer's record lacks."""
+    written = None
     if not trainer.deleting and not _conflict_reported(trainer):
-        _write_observed_status(ctx, key, obj, trainer, mode=None)
+        written = _write_observed_status(ctx, key, obj, trainer, mode=None)
+    statuses = [obj.get("status") or {}, *([written] if written else [])]
+    publisher(ctx.kube).publish(resources.TRAINERS, {**obj, "status": statuses[-1]},
+                                trainer_lifecycle.RULES, statuses,
+                                trainer_lifecycle.lifecycle_event, STATUS_FIELD_MANAGER)
     return None
 
 

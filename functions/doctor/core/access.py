@@ -225,7 +225,9 @@ STATUS = [
     _not("status", "create", "", "pods", "user"),
     _not("status", "create", "", "pods", "user", "pi-worker-0", "exec"),
     _not("status", "delete", "", "pods", "user", "mnist-worker-0"),
-    _not("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
+    # the Trainer's lifecycle outbox: one annotation (functions/trainer/controller.py)
+    _may("status", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
+    _not("status", "delete", TRAINERS, "trainers", "cluster", "default-trainer"),
     # the lifecycle outbox: one annotation of the job (functions/jobs/lifecycle.py)
     _may("status", "patch", KUBEFLOW, "pytorchjobs", "user", "mnist"),
     _not("status", "delete", KUBEFLOW, "pytorchjobs", "user", "mnist"),

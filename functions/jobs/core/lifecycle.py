@@ -1,46 +1,41 @@
-"""A training job's lifecycle as CloudEvents: which transitions its status shows, the id of
-each, what each event carries, and which are still owed to a destination (the outbox).
+"""A training job's lifecycle as CloudEvents: which of its conditions are transitions, what
+each event carries (:mod:`functions.core.lifecycle` holds the ids and the outbox).
 
 Every transition but the TTL's deletion is a condition of the status (:mod:`conditions`):
 Created, Running, Restarting, Succeeded and Failed when they turn True, Suspended when it turns
-True and Resumed when it turns False. A condition keeps the time of its last transition, so
-``(uid, transition, lastTransitionTime)`` names one transition of one object: every replica,
-every retried pass and every redelivered event computes the same id for it, and two restarts
-(or two suspensions) of one job get two ids. The status is written with its
-``resourceVersion`` as a precondition, so each persisted status is read by whoever writes the
-next one; a writer that sends what both the status it replaces and the one it writes show
-therefore never skips a transition, even one whose own send was lost in a crash.
-
-What was sent is recorded on the job in the :data:`SENT_ANNOTATION` (the time of the last
-transition sent, per transition): a transition later than that is owed. Transitions from
-before a destination existed are not owed to it (a Broker made today does not receive a
-year of history). Sends are at least once: sinks dedupe on ``source`` + ``id``.
+True and Resumed when it turns False. The status is written with its ``resourceVersion`` as a
+precondition, so each persisted status is read by whoever writes the next one; a writer that
+sends what both the status it replaces and the one it writes show therefore never skips a
+transition, even one whose own send was lost in a crash. Sends are at least once: sinks dedupe
+on ``source`` + ``id``.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from functions.core import lifecycle as generic
+from functions.core.lifecycle import SENT_ANNOTATION, SPEC_VERSION, Transition, event_id
 from functions.jobs.core import conditions as c
 from functions.jobs.core.frameworks import LABEL_REPLICA_TYPE, Framework
+
+__all__ = ["RULES", "SENT_ANNOTATION", "TYPE_PREFIX", "LifecycleData", "Transition",
+           "data_schema", "deletion", "event_id", "lifecycle_event", "owed", "sent_patch",
+           "sent_record", "transitions"]
 
 Obj = dict[str, Any]
 TransitionName = Literal["created", "suspended", "resumed", "running", "restarting",
                          "succeeded", "failed", "deleted"]
 
 TYPE_PREFIX: Final = "org.opendatahub.training.job."
-SENT_ANNOTATION: Final = "training.opendatahub.io/lifecycle-sent"
-SPEC_VERSION: Final = "1.0"
 
 # (condition type, condition status) -> the transition it records, in the order the
 # transitions of one moment happen.
-CONDITIONS: Final[dict[tuple[str, str], TransitionName]] = {
+CONDITIONS: Final[dict[tuple[str, str], str]] = {
     (c.CREATED, "True"): "created",
     (c.SUSPENDED, "True"): "suspended",
     (c.SUSPENDED, "False"): "resumed",
@@ -49,81 +44,28 @@ CONDITIONS: Final[dict[tuple[str, str], TransitionName]] = {
     (c.SUCCEEDED, "True"): "succeeded",
     (c.FAILED, "True"): "failed",
 }
-ORDER: Final[tuple[TransitionName, ...]] = (*CONDITIONS.values(), "deleted")
+ORDER: Final[tuple[str, ...]] = (*CONDITIONS.values(), "deleted")
 # The transitions after which a job's pods have exited: their exit codes are part of the data.
 EXITED: Final = frozenset({"restarting", "succeeded", "failed"})
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    name: TransitionName
-    at: datetime
-    stamp: str              # ``at`` as the status wrote it (part of the id)
-    reason: str = ""
-    message: str = ""
+RULES: Final = generic.Rules(
+    lambda cond: CONDITIONS.get((str(cond.get("type")), str(cond.get("status")))), ORDER)
 
 
 def transitions(status: Obj) -> list[Transition]:
     """The transitions a job's status (wire form) records, oldest first."""
-    found: list[Transition] = []
-    for cond in status.get("conditions") or []:
-        name = CONDITIONS.get((str(cond.get("type")), str(cond.get("status"))))
-        stamp = str(cond.get("lastTransitionTime") or "")
-        at = _parse(stamp)
-        if name is None or at is None:
-            continue
-        found.append(Transition(name, at, stamp, str(cond.get("reason") or ""),
-                                str(cond.get("message") or "")))
-    return sorted(found, key=lambda t: (t.at, ORDER.index(t.name)))
-
-
-def _parse(stamp: str | None) -> datetime | None:
-    try:
-        return c.parse_time(stamp)
-    except ValueError:
-        return None
+    return RULES.transitions(status)
 
 
 def sent_record(annotations: Obj | None) -> dict[str, datetime]:
-    """The :data:`SENT_ANNOTATION` read back: the time of the last transition sent, per
-    transition; an unreadable record is empty (at worst, a transition is sent again)."""
-    raw = (annotations or {}).get(SENT_ANNOTATION)
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {}
-    if not isinstance(parsed, dict):
-        return {}
-    record: dict[str, datetime] = {}
-    for name, stamp in parsed.items():
-        at = _parse(stamp) if isinstance(stamp, str) else None
-        if at is not None and name in ORDER:
-            record[name] = at
-    return record
+    return RULES.sent_record(annotations)
 
 
 def owed(statuses: list[Obj], sent: dict[str, datetime],
          since: datetime | None) -> list[Transition]:
-    """The transitions the ``statuses`` show (the one replaced and the one written) that are
-    later than the last sent of their kind and not before ``since`` (when the destination
-    appeared), oldest first, each once."""
-    unique: dict[tuple[str, str], Transition] = {}
-    for status in statuses:
-        for t in transitions(status):
-            last = sent.get(t.name)
-            if (last is None or t.at > last) and (since is None or t.at >= since):
-                unique.setdefault((t.name, t.stamp), t)
-    return sorted(unique.values(), key=lambda t: (t.at, ORDER.index(t.name)))
+    return RULES.owed(statuses, sent, since)
 
 
-def sent_patch(sent: dict[str, datetime], delivered: list[Transition]) -> Obj:
-    """The merge patch recording ``delivered`` on top of ``sent``."""
-    record = {name: c.rfc3339(at) for name, at in sent.items()}
-    for t in delivered:
-        if t.name not in record or t.at > sent.get(t.name, t.at):
-            record[t.name] = t.stamp
-    return {"metadata": {"annotations": {SENT_ANNOTATION: json.dumps(record, sort_keys=True,
-                                                                      separators=(",", ":"))}}}
+sent_patch = generic.sent_patch
 
 
 # -- the event ----------------------------------------------------------------------------------
@@ -194,10 +136,6 @@ def data_schema() -> Obj:
             **schema}
 
 
-def event_id(uid: str, t: Transition) -> str:
-    return f"{uid}/{t.name}/{t.stamp}"
-
-
 def source_of(fw: Framework, namespace: str, name: str) -> str:
     """The job's API path: a URI reference unique to the object's name."""
     return f"/apis/{fw.api_version}/namespaces/{namespace}/{fw.plural}/{name}"
@@ -222,7 +160,7 @@ def exit_codes(fw: Framework, pods: list[Obj]) -> list[ExitCode]:
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:
-    begun, ended = _parse(start), _parse(end)
+    begun, ended = generic.parse_time(start), generic.parse_time(end)
     if begun is None or ended is None:
         return None
     return max(0.0, (ended - begun).total_seconds())
@@ -242,7 +180,8 @@ def lifecycle_event(fw: Framework, job: Obj, t: Transition, restarts: int,
                                   status.get("completionTime") or t.stamp)
                          if t.name in ("succeeded", "failed") else None))
     data = LifecycleData(
-        transition=t.name, kind=fw.kind, api_version=fw.api_version, framework=fw.name,
+        transition=cast(TransitionName, t.name), kind=fw.kind, api_version=fw.api_version,
+        framework=fw.name,
         namespace=namespace, name=name, uid=uid, time=t.stamp, reason=t.reason,
         message=t.message, restarts=restarts,
         replica_statuses=dict(status.get("replicaStatuses") or {}),
@@ -260,9 +199,9 @@ def lifecycle_event(fw: Framework, job: Obj, t: Transition, restarts: int,
 def deletion(status: Obj, ttl: int) -> Transition | None:
     """The TTL's deletion of a finished job: due ``ttl`` seconds after its completion, which is
     also its time (and part of its id), so every pass that deletes it names it alike."""
-    completed = _parse(status.get("completionTime"))
+    completed = generic.parse_time(status.get("completionTime"))
     if completed is None:
         return None
     at = completed + timedelta(seconds=ttl)
-    return Transition("deleted", at, c.rfc3339(at), "TTLExpired",
+    return Transition("deleted", at, generic.rfc3339(at), "TTLExpired",
                       f"ttlSecondsAfterFinished ({ttl}s) expired")

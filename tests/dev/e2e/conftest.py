@@ -27,10 +27,13 @@ from devstack.stack import DevStack
 from functions.core.event_sources import SOURCE_NAME_LABEL
 from functions.kube import resources
 from functions.kube.client import KubeClient
+from functions.runtime.lifecycle import PLATFORM_BROKER_ENV
 from tests.support import REPO, wait_for
 
 RECORDINGS = REPO / "tests" / "data" / "recordings"
 NAMESPACE = "opendatahub"
+# The lifecycle goes to the platform's Broker too (docs/lifecycle.md), the Trainer's with it.
+PLATFORM_BROKER = f"{NAMESPACE}/odh-training"
 # the pods of the adapter that watches every namespace
 OBJECTS_ADAPTER_PODS = f"{SOURCE_NAME_LABEL}=odh-training-objects"
 
@@ -53,7 +56,8 @@ def stack(bin_dir: Path, upstream_manifests: Path,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     recording = tmp_path_factory.mktemp("recording") / "e2e-samples.jsonl"
     dev = DevStack(bin_dir, trainer_manifests=upstream_manifests, resync_interval=0,
-                   record=recording, recording=True, source_filters=True)
+                   record=recording, recording=True, source_filters=True,
+                   function_env={PLATFORM_BROKER_ENV: PLATFORM_BROKER})
     started = time.monotonic()
     dev.start()
     print(f"dev stack ready in {time.monotonic() - started:.1f}s: {dev.timings}")

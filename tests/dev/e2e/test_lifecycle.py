@@ -31,10 +31,12 @@ from devstack.knative_stack import RECORDER_TRIGGER, Recorder
 from devstack.recording import RecordedRequest
 from devstack.stack import DevStack
 from functions.core.errors import TemporaryError
+from functions.core.lifecycle import Rules, event_id
 from functions.jobs.core import lifecycle as core
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
+from functions.trainer.core import lifecycle as trainer_lifecycle
 from tests.chaos.scenario import succeeding_job
 from tests.deploy.test_monitoring import dashboard_expressions, rule_expressions, series_named
 from tests.dev.e2e.conftest import NAMESPACE, RECORDINGS, attributes, create_namespaces
@@ -100,10 +102,12 @@ def tenant(stack: DevStack, kube: KubeClient) -> Iterator[Tenant]:
 
 
 class Statuses:
-    """Every status each job of a namespace was seen with (a watch, from a thread)."""
+    """Every status each object of a namespace (``None``: cluster-scoped) was seen with (a
+    watch, from a thread)."""
 
-    def __init__(self, kube: KubeClient, res: Resource) -> None:
-        self.kube, self.res = kube, res
+    def __init__(self, kube: KubeClient, res: Resource, namespace: str | None = TENANT,
+                 rules: Rules = core.RULES) -> None:
+        self.kube, self.res, self.namespace, self.rules = kube, res, namespace, rules
         self.seen: dict[str, list[Obj]] = defaultdict(list)
         self.uids: dict[str, str] = {}
         self._stop = threading.Event()
@@ -120,7 +124,8 @@ class Statuses:
         version = "0"
         while not self._stop.is_set():
             try:
-                events = list(self.kube.watch(self.res, TENANT, resource_version=version,
+                events = list(self.kube.watch(self.res, self.namespace,
+                                              resource_version=version,
                                               timeout_seconds=2))
             except TemporaryError:
                 continue
@@ -135,8 +140,8 @@ class Statuses:
     def expected_ids(self, name: str) -> set[str]:
         """The id of each transition the job's statuses showed."""
         uid = self.uids[name]
-        return {core.event_id(uid, t) for status in self.seen[name]
-                for t in core.transitions(status)}
+        return {event_id(uid, t) for status in self.seen[name]
+                for t in self.rules.transitions(status)}
 
 
 @dataclass
@@ -286,7 +291,7 @@ def run(stack: DevStack, kube: KubeClient, tenant: Tenant) -> Run:
                      if s.get("completionTime"))
     deleted = core.deletion({"completionTime": completed}, 5)
     assert deleted is not None
-    expected["lifecycle-pytorch"].add(core.event_id(pytorch_seen.uids["lifecycle-pytorch"],
+    expected["lifecycle-pytorch"].add(event_id(pytorch_seen.uids["lifecycle-pytorch"],
                                                     deleted))
     return Run(expected, duplicates.sent)
 
@@ -378,3 +383,30 @@ def test_every_series_the_alerts_and_the_dashboard_name_is_scraped(
                     for s in family.samples}
     named = series_named(rule_expressions() + dashboard_expressions())
     assert named - scraped == set()
+
+
+def test_the_platform_broker_receives_the_trainers_lifecycle(stack: DevStack,
+                                                             kube: KubeClient) -> None:
+    """The stack sends the lifecycle to the platform's Broker too (``conftest.py``): the
+    Trainer's Ready reaches it, under the id of the transition a watch of the Trainer saw."""
+    trainer = yaml.safe_load((SAMPLES / "trainer.yaml").read_text())
+    with Statuses(kube, resources.TRAINERS, None, trainer_lifecycle.RULES) as seen:
+        kube.apply(trainer, "e2e-user")
+        wait_for(lambda: condition(kube.get(resources.TRAINERS, "default-trainer"), "Ready")
+                 .get("status") == "True", 120, 0.5, "the Trainer to become Ready")
+        time.sleep(1)  # the watch sees the Ready status too
+    expected = seen.expected_ids("default-trainer")
+    assert any("/ready/" in i for i in expected), expected
+    assert stack.knative is not None
+
+    def recorded() -> set[str]:
+        assert stack.knative is not None
+        return {a["id"] for a in map(attributes, stack.knative.events())
+                if a.get("type", "").startswith(trainer_lifecycle.TYPE_PREFIX)
+                and a.get("subject") == "default-trainer"}
+
+    wait_for(lambda: recorded() >= expected, 30, 0.5, "the Trainer's lifecycle recorded")
+    ready = [a for a in map(attributes, stack.knative.events())
+             if a.get("type") == trainer_lifecycle.TYPE_PREFIX + "ready"]
+    assert ready and all(a["source"] == trainer_lifecycle.source_of("default-trainer")
+                         for a in ready)

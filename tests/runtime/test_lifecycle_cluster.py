@@ -1,6 +1,7 @@
-"""The lifecycle's sender against a real API server, a Broker object whose address is a local
-sink: where a namespace's events go, the token for the Broker's audience (a TokenRequest of the
-sender's own ServiceAccount), the outbox annotation, and what a refusal and an outage do.
+"""The lifecycle's sender against a real API server, with a training job's lifecycle and a Broker
+object whose address is a local sink: where a namespace's events go, the token for the Broker's
+audience (a TokenRequest of the sender's own ServiceAccount), the outbox annotation, and what a
+refusal and an outage do.
 The event path itself is proven through the real Knative (tests/dev/e2e/test_lifecycle.py)."""
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from devstack.cluster.manifests import apply_objects, load_documents
 from devstack.cluster.runner import LocalCluster
 from devstack.post_server import PostServer
 from functions.core.errors import TemporaryError
-from functions.jobs import lifecycle
 from functions.jobs.core import lifecycle as core
 from functions.jobs.core.frameworks import PYTORCH
+from functions.jobs.lifecycle import events_of
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.config import from_kubeconfig
+from functions.runtime import lifecycle
 from functions.runtime.sender import ConnectionPool
 from tests.jobs.driver import sample
 
@@ -121,7 +123,8 @@ def publisher(kube: KubeClient, sender: KubeClient, platform: str | None = None
 def publish(pub: lifecycle.Publisher, kube: KubeClient, namespace: str) -> int:
     job = kube.get(resources.PYTORCHJOBS, "mnist", namespace)
     assert job is not None
-    return pub.publish(PYTORCH, job, [job["status"]], [], MANAGER)
+    return pub.publish(resources.PYTORCHJOBS, job, core.RULES, [job["status"]],
+                       events_of(PYTORCH, []), MANAGER)
 
 
 def sent_record(kube: KubeClient, namespace: str) -> dict[str, Any]:

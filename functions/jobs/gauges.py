@@ -4,8 +4,10 @@ by one replica only.
 * ``odh_training_jobs{framework, state}``: jobs by the state ``kubectl get`` shows (the last
   condition that is true: Created, Running, Restarting, Suspended, Succeeded, Failed;
   ``Pending`` before any);
-* ``odh_training_queue_depth{queue}``: jobs the training queue holds (created suspended with the
-  queue-state label, not yet admitted), by queue;
+* ``odh_training_queue_depth{queue}``: jobs and TrainJobs the training queue holds (created
+  suspended with the queue-state label, not yet admitted), by queue; the TrainJobs are listed
+  by that label (the status function keeps no cache of them), at most every
+  :data:`HOLDER_SECONDS`;
 * ``mpi_operator_job_info{launcher, namespace}``: 1 per MPIJob, by its launcher's name, as
   mpi-operator exposes it.
 
@@ -25,11 +27,13 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
-from functions.api.core.queue import DEFAULT_QUEUE, LABEL_QUEUE, entry_of
+from functions.api.core.queue import DEFAULT_QUEUE, LABEL_QUEUE, LABEL_QUEUE_STATE, entry_of
+from functions.core.errors import TemporaryError
 from functions.jobs.core import conditions as c
 from functions.jobs.core.frameworks import FRAMEWORKS, MPI
 from functions.jobs.reads import RESOURCES
-from functions.kube.client import KubeClient
+from functions.kube import resources
+from functions.kube.client import ApiError, KubeClient
 from functions.runtime import lease
 from functions.runtime.metrics import on_cache, register_process_collector
 
@@ -49,6 +53,17 @@ def state_of(job: Obj) -> str:
     return str(true[-1]) if true else "Pending"
 
 
+def queued_by_queue(objs: list[Obj]) -> Counter[str]:
+    """The objects the training queue holds, by queue."""
+    queued: Counter[str] = Counter()
+    for obj in objs:
+        entry = entry_of(obj)
+        if entry is not None and entry.phase == "Queued":
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            queued[str(labels.get(LABEL_QUEUE) or DEFAULT_QUEUE)] += 1
+    return queued
+
+
 def levels(jobs: dict[str, list[Obj]]) -> tuple[Counter[tuple[str, str]], Counter[str],
                                                   list[tuple[str, str]]]:
     """Jobs by (framework, state), queued jobs by queue, and MPIJob launchers, from the jobs
@@ -57,12 +72,9 @@ def levels(jobs: dict[str, list[Obj]]) -> tuple[Counter[tuple[str, str]], Counte
     queued: Counter[str] = Counter()
     launchers: list[tuple[str, str]] = []
     for framework, found in jobs.items():
+        queued += queued_by_queue(found)
         for job in found:
             states[(framework, state_of(job))] += 1
-            entry = entry_of(job)
-            if entry is not None and entry.phase == "Queued":
-                labels = (job.get("metadata") or {}).get("labels") or {}
-                queued[str(labels.get(LABEL_QUEUE) or DEFAULT_QUEUE)] += 1
             if framework == MPI.name:
                 meta = job.get("metadata") or {}
                 launchers.append((f"{meta.get('name')}-launcher", str(meta.get("namespace"))))
@@ -78,6 +90,7 @@ class JobGauges:
         self._kube: KubeClient | None = None
         self._checked = float("-inf")
         self._holder = False
+        self._trainjobs: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def attach(self, function: str, cache: Any, kube: KubeClient) -> None:
@@ -94,6 +107,8 @@ class JobGauges:
             if self.clock() - self._checked >= HOLDER_SECONDS:
                 self._checked = self.clock()
                 self._holder = lease.try_acquire(kube, LEASE, duration_seconds=LEASE_SECONDS)
+                if self._holder:
+                    self._trainjobs = _queued_trainjobs(kube)
             return self._holder
 
     def describe(self) -> Iterator[Any]:
@@ -109,6 +124,7 @@ class JobGauges:
             if informer is not None:
                 jobs[fw.name] = informer.store.values()
         states, queued, launchers = levels(jobs)
+        queued += self._trainjobs
         by_state = GaugeMetricFamily("odh_training_jobs", "Training jobs by state",
                                      labels=["framework", "state"])
         for framework in jobs:
@@ -124,6 +140,15 @@ class JobGauges:
         for launcher, namespace in launchers:
             info.add_metric([launcher, namespace], 1)
         yield from (by_state, depth, info)
+
+
+def _queued_trainjobs(kube: KubeClient) -> Counter[str]:
+    """The TrainJobs the queue holds (none where the TrainJob CRD is not installed)."""
+    try:
+        return queued_by_queue(kube.list(resources.TRAINJOBS,
+                                         label_selector=f"{LABEL_QUEUE_STATE}=Queued"))
+    except (ApiError, TemporaryError):  # 404: no TrainJobs here; anything else: next scrape
+        return Counter()
 
 
 GAUGES = JobGauges()

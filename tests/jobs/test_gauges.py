@@ -63,6 +63,21 @@ class FakeInformer:
         self.store = FakeStore(objs)
 
 
+class FakeKube:
+    """Lists one TrainJob the queue holds, in queue ``gpu``."""
+
+    def __init__(self) -> None:
+        self.selectors: list[str | None] = []
+
+    def list(self, res: Any, namespace: str | None = None, *,
+             label_selector: str | None = None) -> list[Obj]:
+        self.selectors.append(label_selector)
+        return [{"kind": "TrainJob", "spec": {"suspend": True},
+                 "metadata": {"name": "llm", "namespace": "team-a", "labels": {
+                     "training.opendatahub.io/queue-state": "Queued",
+                     "training.opendatahub.io/queue": "gpu"}}}]
+
+
 class FakeCache:
     def __init__(self, jobs: dict[str, list[Obj]]) -> None:
         self.jobs = jobs
@@ -87,8 +102,9 @@ def test_only_the_lease_holder_reports(monkeypatch: pytest.MonkeyPatch, holder: 
 
     monkeypatch.setattr("functions.runtime.lease.try_acquire", try_acquire)
     collector = gauges.JobGauges(clock=lambda: 100.0)
+    kube = FakeKube()
     collector.attach(function, FakeCache({"PyTorchJob": [job("a", "Created")]}),
-                     object())  # type: ignore[arg-type]
+                     kube)  # type: ignore[arg-type]
     families = {f.name: f for f in collector.collect()}
     assert bool(families) == reported
     if reported:
@@ -96,6 +112,8 @@ def test_only_the_lease_holder_reports(monkeypatch: pytest.MonkeyPatch, holder: 
                    for s in families["odh_training_jobs"].samples}
         assert samples[("pytorch", "Created")] == 1 and samples[("pytorch", "Running")] == 0
         assert {s.labels["queue"]: s.value
-                for s in families["odh_training_queue_depth"].samples} == {"default": 0}
+                for s in families["odh_training_queue_depth"].samples} == {"default": 0,
+                                                                           "gpu": 1}
+        assert kube.selectors == ["training.opendatahub.io/queue-state=Queued"]
     list(collector.collect())  # asked again within HOLDER_SECONDS: the answer is kept
     assert asked == ([gauges.LEASE] if function == "status" else [])

@@ -219,3 +219,22 @@ def test_a_broker_that_does_not_take_the_event(
     sink.status = 202
     assert publish(pub, kube, namespace) == 2
     assert set(sent_record(kube, namespace)) == {"created", "running"}
+
+
+def test_two_replicas_name_each_transition_alike(
+        kube: KubeClient, crds: None, brokers_crd: None, namespace: str, sender: KubeClient,
+        sink: Sink) -> None:
+    """Two replicas (a publisher each, caches of their own) that both see the job before
+    either records what it sent: the sink may get a transition twice, under one id."""
+    make_broker(kube, namespace, "default", sink.server.url)
+    running_job(kube, namespace)
+    job = kube.get(resources.PYTORCHJOBS, "mnist", namespace)
+    assert job is not None
+    replicas = [publisher(kube, sender), publisher(kube, sender)]
+    sent = [pub.publish(resources.PYTORCHJOBS, job, core.RULES, [job["status"]],
+                        events_of(PYTORCH, []), MANAGER) for pub in replicas]
+    assert sent == [2, 2]
+    ids = [h["ce-id"] for h, _ in sink.received]
+    assert len(ids) == 4 and len(set(ids)) == 2
+    # what either recorded, the other's next pass reads: nothing more is sent
+    assert [publish(pub, kube, namespace) for pub in replicas] == [0, 0]

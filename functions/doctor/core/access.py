@@ -241,6 +241,7 @@ STATUS = [
     _not("status", "patch", TRAINER_API, "trainjobs", "user", "llm"),
     # the gauges' Lease (functions/jobs/gauges.py), not the queue's
     _may("status", "patch", LEASES, "leases", "install", "odh-training-metrics"),
+    _may("status", "list", TRAINER_API, "trainjobs", "cluster"),
     _not("status", "patch", LEASES, "leases", "install", "odh-training-queue"),
     *_delivery_check("status"),
     *_lifecycle("status"),

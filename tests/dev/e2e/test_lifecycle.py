@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import threading
 import time
 import urllib.request
@@ -118,7 +119,10 @@ class Statuses:
         return self
 
     def __exit__(self, *_: object) -> None:
+        """Stop once the watch in progress has ended and what it saw is kept (it is read in
+        windows of two seconds)."""
         self._stop.set()
+        self._thread.join(10)
 
     def _follow(self) -> None:
         version = "0"
@@ -375,12 +379,17 @@ def test_every_series_the_alerts_and_the_dashboard_name_is_scraped(
     wait_for(lambda: all(_finished(kube, resources.PYTORCHJOBS, name, "Succeeded")
                          for name in burst), 120, 0.5, "the burst to succeed")
     scraped: set[str] = set()
+    shown = re.compile(r"^(training_operator_jobs_\w+|odh_training_job_\w+_(count|sum)|"
+                       r"odh_training_jobs|odh_training_queue_depth|mpi_operator_\w+|"
+                       r"odh_training_lifecycle_events_total)[{ ]")
     for function in ("reconcile", "gc", "status"):
         with urllib.request.urlopen(stack.function_urls[function] + "metrics",
                                     timeout=10) as answer:
             text = answer.read().decode()
         scraped |= {s.name for family in text_string_to_metric_families(text)
                     for s in family.samples}
+        print(f"--- {function} /metrics (service levels) ---")
+        print("\n".join(line for line in text.splitlines() if shown.match(line)))
     named = series_named(rule_expressions() + dashboard_expressions())
     assert named - scraped == set()
 

@@ -4,7 +4,9 @@ the tenant's own, and jobs that succeed, restart, fail and are deleted by their 
 status function restarts and every delivery to the functions is sent twice. Each transition
 of each job (as a watch of the job saw its statuses) reaches the tenant's sink under one id,
 none is missing, the failed-jobs Trigger gets the failure alone, another namespace's sink gets
-nothing, and the dev stack's recording holds what the tenant's Broker accepted."""
+nothing, and the dev stack's recording holds what the tenant's Broker accepted. Then every
+series config/monitoring names is in the functions' ``/metrics``, and the Trainer's Ready
+reaches the platform's Broker."""
 
 from __future__ import annotations
 
@@ -12,17 +14,15 @@ import copy
 import json
 import os
 import re
-import threading
 import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pytest
-import urllib3
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -31,8 +31,7 @@ from devstack.cluster import kwok
 from devstack.knative_stack import RECORDER_TRIGGER, Recorder
 from devstack.recording import RecordedRequest
 from devstack.stack import DevStack
-from functions.core.errors import TemporaryError
-from functions.core.lifecycle import Rules, event_id
+from functions.core.lifecycle import event_id
 from functions.jobs.core import lifecycle as core
 from functions.kube import resources
 from functions.kube.client import KubeClient
@@ -40,7 +39,8 @@ from functions.kube.resources import Resource
 from functions.trainer.core import lifecycle as trainer_lifecycle
 from tests.chaos.scenario import succeeding_job
 from tests.deploy.test_monitoring import dashboard_expressions, rule_expressions, series_named
-from tests.dev.e2e.conftest import NAMESPACE, RECORDINGS, attributes, create_namespaces
+from tests.dev.e2e.conftest import RECORDINGS, attributes, create_namespaces
+from tests.dev.e2e.observers import Duplicator, Statuses
 from tests.support import REPO, condition, wait_for
 
 Obj = dict[str, Any]
@@ -100,105 +100,6 @@ def tenant(stack: DevStack, kube: KubeClient) -> Iterator[Tenant]:
     finally:
         for sink in sinks.values():
             sink.server.stop()
-
-
-class Statuses:
-    """Every status each object of a namespace (``None``: cluster-scoped) was seen with (a
-    watch, from a thread)."""
-
-    def __init__(self, kube: KubeClient, res: Resource, namespace: str | None = TENANT,
-                 rules: Rules = core.RULES) -> None:
-        self.kube, self.res, self.namespace, self.rules = kube, res, namespace, rules
-        self.seen: dict[str, list[Obj]] = defaultdict(list)
-        self.uids: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._follow, daemon=True)
-
-    def __enter__(self) -> Statuses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        """Stop once the watch in progress has ended and what it saw is kept (it is read in
-        windows of two seconds)."""
-        self._stop.set()
-        self._thread.join(10)
-
-    def _follow(self) -> None:
-        version = "0"
-        while not self._stop.is_set():
-            try:
-                events = list(self.kube.watch(self.res, self.namespace,
-                                              resource_version=version,
-                                              timeout_seconds=2))
-            except TemporaryError:
-                continue
-            for event in events:
-                obj = event.get("object") or {}
-                meta = obj.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or version)
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    self.uids[str(meta["name"])] = str(meta["uid"])
-                    self.seen[str(meta["name"])].append(obj.get("status") or {})
-
-    def expected_ids(self, name: str) -> set[str]:
-        """The id of each transition the job's statuses showed."""
-        uid = self.uids[name]
-        return {event_id(uid, t) for status in self.seen[name]
-                for t in self.rules.transitions(status)}
-
-
-@dataclass
-class Duplicator:
-    """Sends every event the platform's Broker delivered about the tenant's objects to that
-    Broker once more (a token for its audience, through the cluster network's proxy), so the
-    functions get each delivery twice."""
-
-    stack: DevStack
-    kube: KubeClient
-    sent: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __enter__(self) -> Duplicator:
-        broker = self.kube.get(resources.BROKERS, "odh-training", NAMESPACE)
-        assert broker is not None
-        address = broker["status"]["address"]
-        answer = self.kube.call("create", "POST", resources.SERVICEACCOUNTS.path(
-            NAMESPACE, "default", "token"), body={
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"audiences": [address["audience"]], "expirationSeconds": 3600}})
-        assert answer.status == 201, answer.body[:300]
-        self._token = orjson.loads(answer.body)["status"]["token"]
-        self._url = address["url"]
-        assert self.stack.knative is not None
-        self._proxy = urllib3.ProxyManager(self.stack.knative.proxy_url)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        assert self.stack.knative is not None
-        done = len(self.stack.knative.events())
-        twice: set[str] = set()  # a duplicate is recorded too: it is not sent a third time
-        while not self._stop.wait(0.2):
-            events = self.stack.knative.events()
-            for request in events[done:]:
-                attrs = attributes(request)
-                if attrs.get("namespace") == TENANT and attrs.get("id") not in twice:
-                    twice.add(attrs.get("id", ""))
-                    self._send(request)
-            done = len(events)
-
-    def _send(self, request: RecordedRequest) -> None:
-        headers = {**request.event_headers(), "Authorization": f"Bearer {self._token}"}
-        answer = self._proxy.request("POST", self._url, body=request.body, headers=headers,
-                                     timeout=10, retries=False)
-        if 200 <= answer.status < 300:
-            self.sent += 1
 
 
 def received(sink: Recorder) -> list[tuple[dict[str, str], Obj]]:
@@ -267,10 +168,10 @@ def run(stack: DevStack, kube: KubeClient, tenant: Tenant) -> Run:
     namespace, the status function stopped and started again mid-job, and every delivery of
     the platform's Broker about them sent twice."""
     pytorch, mpi, tf = _pytorchjob(), _mpijob(), _failing_tfjob()
-    with (Statuses(kube, resources.PYTORCHJOBS) as pytorch_seen,
-          Statuses(kube, resources.MPIJOBS) as mpi_seen,
-          Statuses(kube, resources.TFJOBS) as tf_seen,
-          Duplicator(stack, kube) as duplicates):
+    with (Statuses(kube, resources.PYTORCHJOBS, TENANT, core.RULES) as pytorch_seen,
+          Statuses(kube, resources.MPIJOBS, TENANT, core.RULES) as mpi_seen,
+          Statuses(kube, resources.TFJOBS, TENANT, core.RULES) as tf_seen,
+          Duplicator(stack, kube, TENANT) as duplicates):
         for job in (pytorch, mpi, tf):
             kube.apply(copy.deepcopy(job), "e2e-user")
         wait_for(lambda: _finished(kube, resources.PYTORCHJOBS, "lifecycle-pytorch",

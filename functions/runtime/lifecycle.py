@@ -78,16 +78,28 @@ class Destination:
     since: datetime      # the Broker's creation: transitions before it are not owed to it
 
 
+def broker_audience(namespace: str, name: str) -> str:
+    """The OIDC audience Knative gives a Broker (whatever its class)."""
+    return f"eventing.knative.dev/broker/{namespace}/{name}"
+
+
 def broker_destination(broker: Obj) -> Destination | None:
-    """A Broker that has an address, as a destination."""
+    """A Broker that has an address, as a destination. A token is asked for the Broker's own
+    audience only: an address whose audience is anything else (a status written by hand to
+    name, say, the API server's) would have this function hand a token good elsewhere to
+    whoever wrote it, so such a Broker gets nothing (logged). Plain HTTP(S) addresses only."""
     meta = broker.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
     address = (broker.get("status") or {}).get("address") or {}
-    url = address.get("url")
+    url, audience = address.get("url"), address.get("audience") or None
     created = parse_time(meta.get("creationTimestamp"))
-    if not url or created is None:
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or created is None:
         return None
-    return Destination(f"{meta.get('namespace')}/{meta.get('name')}", str(url),
-                       address.get("audience") or None, created)
+    if audience is not None and audience != broker_audience(namespace, name):
+        log.warning("lifecycle: Broker %s/%s names the audience %r, not its own: not sent",
+                    namespace, name, audience)
+        return None
+    return Destination(f"{namespace}/{name}", url, audience, created)
 
 
 class Destinations:

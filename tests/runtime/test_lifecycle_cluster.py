@@ -32,7 +32,6 @@ from tests.jobs.driver import sample
 
 pytestmark = pytest.mark.cluster
 Obj = dict[str, Any]
-AUDIENCE = "eventing.knative.dev/broker/test/default"
 SENDER = "lifecycle-sender"
 MANAGER = "lifecycle-test"
 
@@ -67,11 +66,15 @@ def brokers_crd(kube: KubeClient, bin_dir: Path) -> None:
     apply_objects(kube, load_documents([bin_dir / "crds" / "eventing" / "broker.yaml"]))
 
 
-def make_broker(kube: KubeClient, namespace: str, name: str, url: str) -> None:
+def make_broker(kube: KubeClient, namespace: str, name: str, url: str,
+                audience: str | None = None) -> None:
+    """A Broker with the address (and, unless given, the audience) Knative would give it."""
     kube.create({"apiVersion": "eventing.knative.dev/v1", "kind": "Broker",
                  "metadata": {"name": name, "namespace": namespace}}, res=resources.BROKERS)
     kube.patch(resources.BROKERS, name, {"status": {"address": {
-        "name": "http", "url": url, "audience": AUDIENCE}}}, namespace, subresource="status")
+        "name": "http", "url": url,
+        "audience": audience or lifecycle.broker_audience(namespace, name)}}}, namespace,
+        subresource="status")
 
 
 @pytest.fixture
@@ -146,7 +149,8 @@ def test_a_namespace_broker_receives_each_transition_once(
     token = sink.received[0][0]["authorization"].removeprefix("Bearer ")
     review = kube.create({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                           "metadata": {},
-                          "spec": {"token": token, "audiences": [AUDIENCE]}})
+                          "spec": {"token": token, "audiences": [
+                              lifecycle.broker_audience(namespace, "default")]}})
     assert review["status"]["authenticated"] is True
     assert review["status"]["user"]["username"] == \
         f"system:serviceaccount:{namespace}:{SENDER}"
@@ -238,3 +242,18 @@ def test_two_replicas_name_each_transition_alike(
     assert len(ids) == 4 and len(set(ids)) == 2
     # what either recorded, the other's next pass reads: nothing more is sent
     assert [publish(pub, kube, namespace) for pub in replicas] == [0, 0]
+
+
+def test_a_broker_naming_another_audience_gets_no_token(
+        kube: KubeClient, crds: None, brokers_crd: None, namespace: str, sender: KubeClient,
+        sink: Sink) -> None:
+    """Whoever can write a Broker's status must not obtain, through this function, a token of
+    its ServiceAccount for another audience (the API server's, say)."""
+    make_broker(kube, namespace, "default", sink.server.url,
+                audience="https://kubernetes.default.svc.cluster.local")
+    running_job(kube, namespace)
+    tokens_asked = kube.request_count()
+    assert publish(publisher(kube, sender), kube, namespace) == 0
+    assert sink.received == []
+    assert sender.request_count("create") == 0  # no TokenRequest
+    assert kube.request_count() - tokens_asked == 1 + 2  # the job, the namespace, the Broker

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from functions.core.times import parse_time
+
 ADAPTER_LABEL = "eventing.knative.dev/source"
 ADAPTER_VALUE = "apiserver-source-controller"  # the ApiServerSource controller's agent name
 SOURCE_NAME_LABEL = "eventing.knative.dev/sourceName"
@@ -84,7 +86,7 @@ def after_adapter_event(operation: str, pod: Obj, pods_now: Sequence[Obj], now: 
 
 def restarted_recently(pod: Obj, now: datetime) -> bool:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        finished = _stamp(((status.get("lastState") or {}).get("terminated") or {})
+        finished = parse_time(((status.get("lastState") or {}).get("terminated") or {})
                           .get("finishedAt"))
         if finished is not None and (now - finished).total_seconds() < RECENT_RESTART_SECONDS:
             return True
@@ -98,16 +100,7 @@ def _ready(pod: Obj) -> bool:
 
 def _running_since(pod: Obj) -> datetime | None:
     """When the pod's newest running container started (``None`` if none runs)."""
-    stamps = [_stamp(((s.get("state") or {}).get("running") or {}).get("startedAt"))
+    stamps = [parse_time(((s.get("state") or {}).get("running") or {}).get("startedAt"))
               for s in (pod.get("status") or {}).get("containerStatuses") or []]
     found = [s for s in stamps if s is not None]
     return max(found) if found else None
-
-
-def _stamp(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
+
+from functions.core.times import parse_time, rfc3339
 
 Obj = dict[str, Any]
 # What a condition (wire form) records, if anything: a transition's name.
@@ -32,19 +34,6 @@ class Transition:
     stamp: str              # ``at`` as the status wrote it (part of the id)
     reason: str = ""
     message: str = ""
-
-
-def parse_time(stamp: object) -> datetime | None:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

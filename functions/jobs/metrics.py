@@ -50,6 +50,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from functions.core.times import seconds_between
 from functions.jobs.core import conditions as c
 from functions.jobs.core.frameworks import MPI, Framework
 from functions.jobs.core.restarts import RESTARTS_ANNOTATION
@@ -144,16 +145,6 @@ def status_written(fw: Framework, job: Obj, before: Obj, after: Obj) -> None:
         FAILED_PODS.inc(change.failed_pods)
 
 
-def _seconds(start: Any, end: Any) -> float | None:
-    try:
-        begun, ended = c.parse_time(start), c.parse_time(end)
-    except (TypeError, ValueError):
-        return None
-    if begun is None or ended is None:
-        return None
-    return max(0.0, (ended - begun).total_seconds())
-
-
 def _transition_time(status: Obj, type_: str) -> str | None:
     for cond in status.get("conditions") or []:
         if cond.get("type") == type_ and cond.get("status") == "True":
@@ -173,19 +164,20 @@ def _observe_levels(fw: Framework, meta: Obj, before: Obj, after: Obj) -> None:
     created = meta.get("creationTimestamp")
     observations: list[tuple[Histogram, tuple[str, ...], float | None]] = []
     if after.get("startTime") and not before.get("startTime"):
-        observations.append((QUEUED, labels, _seconds(created, after["startTime"])))
+        observations.append((QUEUED, labels, seconds_between(created, after["startTime"])))
     if _transition_time(after, c.CREATED) and not _transition_time(before, c.CREATED):
         observations.append((TO_CREATED, labels,
-                             _seconds(created, _transition_time(after, c.CREATED))))
+                             seconds_between(created, _transition_time(after, c.CREATED))))
     first_run = not (_has(before, c.RUNNING) or _has(before, c.RESTARTING)
                      or (meta.get("annotations") or {}).get(RESTARTS_ANNOTATION))
     if first_run and _transition_time(after, c.RUNNING):
         observations.append((TO_RUNNING, labels,
-                             _seconds(created, _transition_time(after, c.RUNNING))))
+                             seconds_between(created, _transition_time(after, c.RUNNING))))
     for result, type_ in (("succeeded", c.SUCCEEDED), ("failed", c.FAILED)):
         if _transition_time(after, type_) and not _transition_time(before, type_):
             end = after.get("completionTime") or _transition_time(after, type_)
-            observations.append((RUN, (*labels, result), _seconds(after.get("startTime"), end)))
+            observations.append((RUN, (*labels, result),
+                                 seconds_between(after.get("startTime"), end)))
     for histogram, values, seconds in observations:
         if seconds is not None:
             histogram.labels(*values).observe(seconds)

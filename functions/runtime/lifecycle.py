@@ -41,7 +41,7 @@ from pydantic import BaseModel
 
 from functions.core import lifecycle as core
 from functions.core.errors import TemporaryError
-from functions.core.lifecycle import parse_time
+from functions.core.times import parse_time
 from functions.kube import resources
 from functions.kube.client import ApiError, KubeClient
 from functions.kube.resources import Resource

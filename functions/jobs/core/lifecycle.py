@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from functions.core import lifecycle as generic
 from functions.core.lifecycle import SENT_ANNOTATION, SPEC_VERSION, Transition, event_id
+from functions.core.times import parse_time, rfc3339, seconds_between
 from functions.jobs.core import conditions as c
 from functions.jobs.core.frameworks import LABEL_REPLICA_TYPE, Framework
 
@@ -159,13 +160,6 @@ def exit_codes(fw: Framework, pods: list[Obj]) -> list[ExitCode]:
     return found
 
 
-def _seconds(start: str | None, end: str | None) -> float | None:
-    begun, ended = generic.parse_time(start), generic.parse_time(end)
-    if begun is None or ended is None:
-        return None
-    return max(0.0, (ended - begun).total_seconds())
-
-
 def lifecycle_event(fw: Framework, job: Obj, t: Transition, restarts: int,
                     pods: list[Obj]) -> tuple[Obj, LifecycleData]:
     """The CloudEvent attributes and data of transition ``t`` of ``job`` (wire form)."""
@@ -174,9 +168,9 @@ def lifecycle_event(fw: Framework, job: Obj, t: Transition, restarts: int,
     namespace, name, uid = str(meta["namespace"]), str(meta["name"]), str(meta.get("uid"))
     created = meta.get("creationTimestamp")
     durations = Durations(
-        queued_seconds=_seconds(created, status.get("startTime")),
-        to_running_seconds=_seconds(created, t.stamp) if t.name == "running" else None,
-        running_seconds=(_seconds(status.get("startTime"),
+        queued_seconds=seconds_between(created, status.get("startTime")),
+        to_running_seconds=seconds_between(created, t.stamp) if t.name == "running" else None,
+        running_seconds=(seconds_between(status.get("startTime"),
                                   status.get("completionTime") or t.stamp)
                          if t.name in ("succeeded", "failed") else None))
     data = LifecycleData(
@@ -199,9 +193,9 @@ def lifecycle_event(fw: Framework, job: Obj, t: Transition, restarts: int,
 def deletion(status: Obj, ttl: int) -> Transition | None:
     """The TTL's deletion of a finished job: due ``ttl`` seconds after its completion, which is
     also its time (and part of its id), so every pass that deletes it names it alike."""
-    completed = generic.parse_time(status.get("completionTime"))
+    completed = parse_time(status.get("completionTime"))
     if completed is None:
         return None
     at = completed + timedelta(seconds=ttl)
-    return Transition("deleted", at, generic.rfc3339(at), "TTLExpired",
+    return Transition("deleted", at, rfc3339(at), "TTLExpired",
                       f"ttlSecondsAfterFinished ({ttl}s) expired")

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import http.client
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+
+from functions.core.errors import TemporaryError
+from functions.kube.client import KubeClient
+from functions.kube.resources import Resource
 
 T = TypeVar("T")
 
@@ -46,3 +51,21 @@ def http_status(port: int, path: str, timeout: float = 2.0) -> int | None:
         return None
     finally:
         connection.close()
+
+
+def watched(kube: KubeClient, res: Resource, namespace: str | None,
+            stop: threading.Event) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every ``(type, object)`` a watch of ``res`` sees until ``stop`` is set (the existing
+    objects first, as ADDED), read in windows of two seconds, each resumed from the last
+    version seen; a refused watch is tried again."""
+    version = "0"
+    while not stop.is_set():
+        try:
+            events = list(kube.watch(res, namespace, resource_version=version,
+                                     timeout_seconds=2))
+        except TemporaryError:
+            continue
+        for event in events:
+            obj = event.get("object") or {}
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+            yield str(event.get("type")), obj

@@ -29,13 +29,12 @@ import pytest
 
 from devstack.cluster import kwok
 from devstack.stack import DevStack
-from functions.core.errors import TemporaryError
 from functions.jobs.core.frameworks import LABEL_JOB_NAME
 from functions.jobs.core.planning import RESTARTS_ANNOTATION
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.jobs.driver import sample
-from tests.support import condition, wait_for
+from tests.support import condition, wait_for, watched
 
 REPLICAS = 3
 FAULTS = "rate=0.1,seed=11"
@@ -88,23 +87,14 @@ class History:
         self._stop.set()
 
     def _follow(self, res: resources.Resource) -> None:
-        version = "0"
-        while not self._stop.is_set():
-            try:
-                events = list(self.kube.watch(res, NAMESPACE, resource_version=version,
-                                              timeout_seconds=2))
-            except TemporaryError:
-                continue
-            for event in events:
-                obj = event.get("object") or {}
-                meta = obj.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or version)
-                if event.get("type") in ("ADDED", "MODIFIED") and res is resources.PODS:
-                    job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
-                    if job_name:
-                        self.pods[job_name].add(str(meta["uid"]))
-                elif event.get("type") in ("ADDED", "MODIFIED"):
-                    self.statuses[str(meta["name"])].append(obj.get("status") or {})
+        for kind, obj in watched(self.kube, res, NAMESPACE, self._stop):
+            meta = obj.get("metadata") or {}
+            if kind in ("ADDED", "MODIFIED") and res is resources.PODS:
+                job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+                if job_name:
+                    self.pods[job_name].add(str(meta["uid"]))
+            elif kind in ("ADDED", "MODIFIED"):
+                self.statuses[str(meta["name"])].append(obj.get("status") or {})
 
 
 def regressions(statuses: list[Obj]) -> list[str]:

@@ -13,12 +13,12 @@ import urllib3
 
 from devstack.recording import RecordedRequest
 from devstack.stack import DevStack
-from functions.core.errors import TemporaryError
 from functions.core.lifecycle import Rules, event_id
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from functions.kube.resources import Resource
 from tests.dev.e2e.conftest import NAMESPACE, attributes
+from tests.support import watched
 
 Obj = dict[str, Any]
 
@@ -46,21 +46,11 @@ class Statuses:
         self._thread.join(10)
 
     def _follow(self) -> None:
-        version = "0"
-        while not self._stop.is_set():
-            try:
-                events = list(self.kube.watch(self.res, self.namespace,
-                                              resource_version=version,
-                                              timeout_seconds=2))
-            except TemporaryError:
-                continue
-            for event in events:
-                obj = event.get("object") or {}
-                meta = obj.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or version)
-                if event.get("type") in ("ADDED", "MODIFIED"):
-                    self.uids[str(meta["name"])] = str(meta["uid"])
-                    self.seen[str(meta["name"])].append(obj.get("status") or {})
+        for kind, obj in watched(self.kube, self.res, self.namespace, self._stop):
+            if kind in ("ADDED", "MODIFIED"):
+                meta = obj["metadata"]
+                self.uids[str(meta["name"])] = str(meta["uid"])
+                self.seen[str(meta["name"])].append(obj.get("status") or {})
 
     def expected_ids(self, name: str) -> set[str]:
         """The id of each transition the job's statuses showed."""

@@ -71,6 +71,7 @@ XGBOOSTJOBS = Resource("kubeflow.org", "v1", "xgboostjobs", "XGBoostJob")
 PADDLEJOBS = Resource("kubeflow.org", "v1", "paddlejobs", "PaddleJob")
 JAXJOBS = Resource("kubeflow.org", "v1", "jaxjobs", "JAXJob")
 BROKERS = Resource("eventing.knative.dev", "v1", "brokers", "Broker")
+PINGSOURCES = Resource("sources.knative.dev", "v1", "pingsources", "PingSource")
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
 CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
                                      "ClusterTrainingRuntime", namespaced=False)

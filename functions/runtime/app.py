@@ -150,6 +150,8 @@ class FunctionRuntime:
             from functions.runtime.dispatch import Dispatcher
             from functions.runtime.passes import KeyLocks
             from functions.runtime.registry import load_controllers
+            from functions.runtime.wakes import Wakes
+            from functions.runtime.wakes import enabled as wakes_enabled
 
             controllers = (list(self._given_controllers) if self._given_controllers is not None
                            else load_controllers(controller_modules()))
@@ -165,7 +167,9 @@ class FunctionRuntime:
                 Dispatcher(name, controllers, self.kube, self.recorder, reader=self.reader,
                            locks=locks, observer=metrics, resync_workers=self.resync_workers,
                            source_settle=source_settle(),
-                           not_sent=NOT_SENT.get(name, frozenset()))
+                           not_sent=NOT_SENT.get(name, frozenset()),
+                           wakes=Wakes(name, self.kube) if wakes_enabled() else None,
+                           synced=self.synced)
                 for name in self.functions]
             self.reader()
             self.gate().prepare()
@@ -257,6 +261,15 @@ class FunctionRuntime:
                     from functions.runtime.metrics import cache_made
                     cache_made(self.function, self._cache, kube)
             return self._reader
+
+    def synced(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every watch cache of this process to fill."""
+        self.reader()
+        with self._guard:
+            cache = self._cache
+        if cache is None:
+            return True
+        return cache.wait_synced([spec.resource for spec in self.cache_specs], timeout)
 
     def _catch_up(self, res: Resource, changed: list[Change]) -> None:
         """What changed around a reset of a cached resource's watch, or long enough ago with

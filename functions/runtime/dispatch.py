@@ -41,6 +41,7 @@ from functions.core.event_sources import (
 )
 from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
+from functions.core.wakes import ALL, EXTENSION
 from functions.kube import resources
 from functions.kube.client import ApiError
 from functions.kube.gaps import reference
@@ -70,10 +71,14 @@ if TYPE_CHECKING:
     from functions.kube.gaps import Change
     from functions.kube.resources import Resource
     from functions.runtime.recorder import EventRecorder
+    from functions.runtime.wakes import Wakes
 
 log = logging.getLogger(__name__)
 # How the API server words a write refused because the namespace is being deleted.
 TERMINATING = "because it is being terminated"
+# How long a wake's pass waits for the watch caches to fill (a replica Knative has just
+# started for it); passes over kinds still filling read the API server.
+WAKE_SYNC_SECONDS = 30.0
 
 
 class Observer(Protocol):
@@ -91,7 +96,9 @@ class Dispatcher:
                  reader: Callable[[], Reader] | None = None, locks: KeyLocks | None = None,
                  observer: Observer | None = None, resync_workers: int = 4,
                  lock_timeout: float = 60.0, source_settle: float = SETTLE_SECONDS,
-                 not_sent: frozenset[tuple[str, str]] = frozenset()) -> None:
+                 not_sent: frozenset[tuple[str, str]] = frozenset(),
+                 wakes: Wakes | None = None,
+                 synced: Callable[[float], bool] | None = None) -> None:
         self.function: FunctionName = function
         self.controllers = [c for c in controllers if function in c.handlers]
         self.kube = kube
@@ -104,6 +111,10 @@ class Dispatcher:
         self.lock_timeout = lock_timeout
         self.source_settle = source_settle
         self.timers = RequeueTimers(self.run)
+        # due times the process may not live to see (functions.core.wakes)
+        self.wakes = wakes
+        # waits up to the given seconds for the watch caches to fill; whether they did
+        self.synced = synced
         self._resync_guard = threading.Lock()
         # (kind, operation) pairs this function's Trigger never sends it
         self.not_sent = not_sent
@@ -162,7 +173,12 @@ class Dispatcher:
         (``Controller.status_inputs``)."""
         self.last_event = time.monotonic()
         if event.operation == "resync":
-            return self.resync()
+            target = event.extensions.get(EXTENSION) or ALL
+            if target == ALL:
+                return self.resync()
+            if target != self.function:
+                return Outcome("ignored", f"a wake of the {target} function")
+            return self.wake()
         if event.ref is not None and event.object is not None:
             version = version_of(event.object)
             if event.operation == "update" and self.own_writes.echo(event.ref.key(), version):
@@ -264,6 +280,8 @@ class Dispatcher:
                     self.seen.saw(key, result.wrote)
                 if result.requeue_after is not None:
                     self.timers.schedule(route, result.requeue_after)
+                    if self.wakes is not None:
+                        self.wakes.ask(result.requeue_after)
         if self.observer is not None:
             self.observer.handler_finished(self.function, controller.name,
                                            time.perf_counter() - started, _label(outcome))
@@ -361,9 +379,29 @@ class Dispatcher:
         return self.resync()
 
     def resync(self) -> Outcome:
-        """List every parent of this function's kinds (all namespaces) and run each."""
+        """List every parent of this function's kinds (all namespaces) and run each, reading
+        fresh state: the safety net must not depend on the cache."""
+        return self._pass_all("resync", fresh=True)
+
+    def wake(self) -> Outcome:
+        """A wake of this function (:mod:`functions.core.wakes`): a due time has come that
+        the process which asked for it may not have lived to see. Every parent is passed
+        over (each pass finds what is due from the object and asks for what is still ahead,
+        which makes the next wake), reading the watch caches once they have filled; then the
+        wakes that have fired are deleted. A pass that fails leaves them: the Broker retries
+        the delivery."""
+        if self.synced is not None and not self.synced(WAKE_SYNC_SECONDS):
+            log.info("%s wake: the watch caches have not filled in %.0f s; passes over the "
+                     "kinds still filling read the API server", self.function,
+                     WAKE_SYNC_SECONDS)
+        outcome = self._pass_all("wake", fresh=False)
+        if not outcome.retriable and self.wakes is not None:
+            self.wakes.fired()
+        return outcome
+
+    def _pass_all(self, name: str, *, fresh: bool) -> Outcome:
         if not self._resync_guard.acquire(blocking=False):
-            return Outcome("busy", "a resync is already running", BUSY_RETRY_AFTER)
+            return Outcome("busy", "a resync or wake is already running", BUSY_RETRY_AFTER)
         try:
             outcomes: list[Outcome] = []
             routes: list[Route] = []
@@ -375,17 +413,18 @@ class Dispatcher:
                     continue
                 except ApiError as exc:
                     if exc.not_found:
-                        log.info("%s is not served; nothing to resync", controller.parent.kind)
+                        log.info("%s is not served; nothing to %s", controller.parent.kind,
+                                 name)
                         continue
                     log.error("cannot list %s: %s", controller.parent.kind, exc)
                     outcomes.append(Outcome("retry", str(exc), BUG_RETRY_AFTER, 0, "bug"))
                     continue
                 routes.extend(Route(controller, ObjectKey.of(item)) for item in items)
             if routes:
+                run = self.run_fresh if fresh else self.run
                 with ThreadPoolExecutor(max_workers=self.resync_workers,
-                                        thread_name_prefix=f"resync-{self.function}") as pool:
-                    # The safety net reads fresh state: it must not depend on the cache.
-                    outcomes.extend(pool.map(self.run_fresh, routes))
+                                        thread_name_prefix=f"{name}-{self.function}") as pool:
+                    outcomes.extend(pool.map(run, routes))
             return combine(outcomes) if outcomes else Outcome("ok")
         finally:
             self._resync_guard.release()

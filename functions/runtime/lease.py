@@ -59,7 +59,12 @@ def holder_identity() -> str:
 
 def lease_namespace() -> str:
     """``LEASE_NAMESPACE``, else the pod's own namespace, else ``opendatahub``."""
-    configured = os.environ.get("LEASE_NAMESPACE")
+    return pod_namespace("LEASE_NAMESPACE")
+
+
+def pod_namespace(variable: str) -> str:
+    """The namespace ``variable`` names, else the pod's own namespace, else ``opendatahub``."""
+    configured = os.environ.get(variable)
     if configured:
         return configured
     try:

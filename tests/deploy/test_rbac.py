@@ -148,7 +148,10 @@ def test_each_function_has_its_own_bound_identity(rbac: list[dict[str, Any]]) ->
         # the lifecycle's senders (lifecycle_role.yaml): each its own tokens only
         *(binding for identity in ("gc", "status") for binding in (
             ("ClusterRoleBinding", "odh-training-lifecycle", f"odh-training-{identity}"),
-            ("RoleBinding", f"odh-training-{identity}-token", f"odh-training-{identity}")))}
+            ("RoleBinding", f"odh-training-{identity}-token", f"odh-training-{identity}"))),
+        # wakes (wake_role.yaml): one Role of PingSources in the namespace, bound to each
+        *(("RoleBinding", "odh-training-wakes", f"odh-training-{identity}")
+          for identity in ("reconcile", "gc", "status"))}
     # The dead-letter sink's token is for its delivery check's TokenReviews and nothing else.
     dead_letters = find(rbac, "ServiceAccount", "odh-training-dead-letters")
     assert dead_letters.get("automountServiceAccountToken", True) is True

@@ -309,7 +309,13 @@ def resource_event(kind: str, name: str = "x", event_type: str = "resource.updat
 
 
 PING = {"specversion": "1.0", "id": "2", "type": "dev.knative.sources.ping",
-        "source": "/apis/v1/namespaces/opendatahub/pingsources/odh-training-resync"}
+        "source": "/apis/v1/namespaces/opendatahub/pingsources/odh-training-resync",
+        "function": "all"}
+
+
+def wake(function: str) -> dict[str, str]:
+    return {**PING, "function": function,
+            "source": f"/apis/v1/namespaces/opendatahub/pingsources/odh-training-wake-{function}"}
 
 
 @pytest.mark.parametrize(("attributes", "functions"), [
@@ -338,6 +344,11 @@ PING = {"specversion": "1.0", "id": "2", "type": "dev.knative.sources.ping",
                  id="reference-mode-is-not-subscribed"),
     pytest.param(resource_event("Secret"), set(), id="unwatched-kind"),
     pytest.param(PING, {"reconcile", "gc", "status"}, id="resync-tick"),
+    pytest.param(wake("status"), {"status"}, id="a-wake-of-status"),
+    pytest.param(wake("gc"), {"gc"}, id="a-wake-of-gc"),
+    pytest.param(wake("reconcile"), {"reconcile"}, id="a-wake-of-reconcile"),
+    pytest.param({k: v for k, v in PING.items() if k != "function"}, set(),
+                 id="a-ping-of-no-function"),
 ])
 def test_repository_triggers_route_like_a_broker(attributes: dict[str, str],
                                                  functions: set[str]) -> None:

@@ -67,7 +67,7 @@ def test_repository_manifests_load() -> None:
         "odh-training-gc", "odh-training-reconcile", "odh-training-status"]
     assert [b["metadata"]["name"] for b in manifests.brokers] == ["odh-training"]
     assert len(manifests.ping_sources) == 1
-    assert schedule_period(manifests.ping_sources[0]["spec"]["schedule"]) == 300.0
+    assert schedule_period(manifests.ping_sources[0]["spec"]["schedule"]) == 1800.0
 
 
 def test_adapter_environment_of_the_main_source() -> None:

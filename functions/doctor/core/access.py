@@ -32,6 +32,7 @@ TRAINER_API = "trainer.kubeflow.org"
 AUTHN = "authentication.k8s.io"
 AUTHZ = "authorization.k8s.io"
 EVENTING = "eventing.knative.dev"
+SOURCES = "sources.knative.dev"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,21 @@ def _lifecycle(identity: str) -> list[Expectation]:
     ]
 
 
+def _wakes(identity: str) -> list[Expectation]:
+    """What wakes need (functions/runtime/wakes.py): PingSources of the install's namespace,
+    listed, made and deleted; none elsewhere, and no other source."""
+    return [
+        _may(identity, "create", SOURCES, "pingsources", "install"),
+        _may(identity, "list", SOURCES, "pingsources", "install"),
+        _may(identity, "delete", SOURCES, "pingsources", "install", "odh-training-wake-x"),
+        _not(identity, "create", SOURCES, "pingsources", "user"),
+        _not(identity, "patch", SOURCES, "pingsources", "install", "odh-training-resync"),
+        _not(identity, "create", SOURCES, "apiserversources", "install"),
+        _not(identity, "delete", SOURCES, "apiserversources", "install",
+             "odh-training-objects"),
+    ]
+
+
 RECONCILE = [
     _may("reconcile", "patch", TRAINERS, "trainers", "cluster", "default-trainer"),
     _may("reconcile", "patch", TRAINERS, "trainers", "cluster", "default-trainer", "status"),
@@ -172,6 +188,7 @@ RECONCILE = [
     _not("reconcile", "bind", RBAC, "roles", "user", "admin"),
     _not("reconcile", "patch", "", "serviceaccounts", "user", "default"),
     *_delivery_check("reconcile"),
+    *_wakes("reconcile"),
 ]
 GC = [
     _may("gc", "delete", RBAC, "clusterroles", "cluster", "training-view"),
@@ -211,6 +228,7 @@ GC = [
     _not("gc", "patch", "", "namespaces", "cluster", "team-a"),
     *_delivery_check("gc"),
     *_lifecycle("gc"),
+    *_wakes("gc"),
 ]
 STATUS = [
     _may("status", "patch", KUBEFLOW, "mpijobs", "user", "mnist", "status"),
@@ -245,6 +263,7 @@ STATUS = [
     _not("status", "patch", LEASES, "leases", "install", "odh-training-queue"),
     *_delivery_check("status"),
     *_lifecycle("status"),
+    *_wakes("status"),
 ]
 EVENTS = [
     _may("events", "watch", TRAINERS, "trainers", "cluster"),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from devstack import controllers, knative
+from devstack.activator import Activation, Activator, trigger_filters
 from devstack.broker import Router
 from devstack.cluster.manifests import apply_objects, load_documents
 from devstack.cluster.ports import free_port
@@ -118,6 +119,7 @@ class DevStack:
     _launches: dict[str, list[tuple[FunctionIdentity, Path, int, int]]] = field(
         default_factory=dict)
     _writer: JsonlWriter | None = None
+    _activator: Activator | None = None
 
     def start(self) -> DevStack:
         try:
@@ -302,6 +304,30 @@ class DevStack:
         for launch in self._launches[function]:
             self._start_function(*launch)
 
+    def scale_to_zero(self, function: str) -> None:
+        """Stop ``function`` as Knative scales a Service to zero; it starts again, as from
+        zero, at the first event its Trigger takes (:mod:`devstack.activator`). Needs the real
+        event path with ``recording`` on."""
+        if self.knative is None or self.knative.recorder is None:
+            raise RuntimeError("scale to zero needs the real event path with recording on")
+        if self._activator is None:
+            filters = trigger_filters(self.eventing_dir, self.config_dir / "serving")
+            self._activator = Activator(self.knative.events, filters,
+                                        self.start_function, self.stop_function)
+        self._activator.scale_to_zero(function)
+
+    def activations(self) -> list[Activation]:
+        """The starts from zero so far, each with the event that caused it."""
+        return list(self._activator.activations) if self._activator is not None else []
+
+    def wake_up(self, function: str) -> None:
+        """Start ``function`` now if :meth:`scale_to_zero` stopped it."""
+        if self._activator is not None:
+            self._activator.wake_up(function)
+
+    def at_zero(self) -> set[str]:
+        return self._activator.at_zero() if self._activator is not None else set()
+
     def _start_function(self, identity: FunctionIdentity, kubeconfig: Path,
                         replica: int, port: int) -> str:
         assert self.cluster is not None
@@ -378,6 +404,8 @@ class DevStack:
 
     def stop(self) -> None:
         """Stop in dependency order: the event path, functions, then the cluster."""
+        if self._activator is not None:
+            self._activator.close()
         adapters = [c for c in self.processes if c.name.startswith("adapter-")]
         for component in adapters:
             if component.process is not None:

@@ -10,6 +10,12 @@ Trigger takes, as Knative's activator starts a pod). Nothing but the wakes may s
 status must be started by its wake and gc by its own, both at M or later; the deadline job
 fails and the finished job is deleted between its due time and M plus the delivery; the
 wakes that fired are deleted.
+
+It runs before ``test_unsent_changes.py`` (the package's modules run in name order): that test
+deletes the status function's Trigger and makes it again, with a new OIDC ServiceAccount of
+the same name, and the Broker's filter then sends the tokens it has cached for the old one,
+which the status function refuses until the filter asks for new ones; a delivery of a wake to
+status would be refused meanwhile.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from functions.core.times import parse_time
 from functions.kube import resources
 from functions.kube.client import KubeClient
 from tests.chaos.scenario import succeeding_job
-from tests.dev.e2e.conftest import NAMESPACE, attributes, create_namespaces
+from tests.dev.e2e.conftest import NAMESPACE, attributes
 from tests.support import condition, wait_for
 
 Obj = dict[str, Any]
-TENANT = "e2e-wakes"
+# An existing namespace: a new one would restart the ApiServerSource adapter, whose pods'
+# events would then reach the functions, at zero, only through the Broker's retries.
+TENANT = "default"
 DEADLINE_JOB, TTL_JOB = "wake-deadline", "wake-ttl"
 # A wake fires at second 0 of its minute; the Broker's retries reach a function a few seconds
 # after it starts. What a due time may take beyond its minute:
@@ -82,6 +90,33 @@ def _quiet(stack: DevStack, seconds: float, timeout: float) -> None:
             count, since = now, time.monotonic()
 
 
+def _received(stack: DevStack) -> float:
+    """Every event the functions have answered so far (their ``/metrics``)."""
+    total = 0.0
+    for function in FUNCTIONS:
+        try:
+            with urllib.request.urlopen(stack.function_urls[function] + "metrics",
+                                        timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            continue
+        total += sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+                     if line.startswith("odh_training_events_total{"))
+    return total
+
+
+def _settled(stack: DevStack, quiet: float = 5.0, timeout: float = 120.0) -> None:
+    """Wait until the functions have answered no event for ``quiet`` seconds: what the Broker
+    was still retrying while they were at zero is in, and does not reach the next test."""
+    deadline = time.monotonic() + timeout
+    last, since = _received(stack), time.monotonic()
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = _received(stack)
+        if now != last:
+            last, since = now, time.monotonic()
+
+
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "health/readiness", timeout=2) as response:
@@ -101,12 +136,15 @@ def at_zero(stack: DevStack) -> Iterator[DevStack]:
         for function in FUNCTIONS:
             url = stack.function_urls[function]
             wait_for(lambda: _ready(url), 60, 0.2, f"{function} ready again")  # noqa: B023
+        for name in (DEADLINE_JOB, TTL_JOB):
+            if stack.cluster is not None:
+                stack.cluster.client().delete(resources.PYTORCHJOBS, name, TENANT)
+        _settled(stack)
 
 
 def test_a_deadline_and_a_ttl_fire_on_time_with_every_function_at_zero(
         at_zero: DevStack, kube: KubeClient) -> None:
     stack = at_zero
-    create_namespaces(stack, kube, [TENANT])
     kube.create(_running_job(), res=resources.PYTORCHJOBS)
     kube.create(_finishing_job(), res=resources.PYTORCHJOBS)
 
@@ -141,9 +179,15 @@ def test_a_deadline_and_a_ttl_fire_on_time_with_every_function_at_zero(
     def deleted_at() -> datetime | None:
         return datetime.now(UTC) if job(TTL_JOB) is None else None
 
-    gone = wait_for(deleted_at, 150, 0.2, "the TTL job deleted")
-    failed = wait_for(lambda: condition(job(DEADLINE_JOB), "Failed") or None, 30, 0.2,
-                      "the deadline job Failed")
+    try:
+        gone = wait_for(deleted_at, 150, 0.2, "the TTL job deleted")
+        failed = wait_for(lambda: condition(job(DEADLINE_JOB), "Failed") or None, 90, 0.2,
+                          "the deadline job Failed")
+    except AssertionError:
+        for component in stack.processes:
+            if component.name in ("function-status", "function-gc"):
+                print(f"--- {component.name} ---\n{component.tail(150)}")
+        raise
     failed_at = parse_time(failed["lastTransitionTime"])
     assert failed_at is not None
     print(f"deadline due {deadline_due:%H:%M:%S}, failed {failed_at:%H:%M:%S}; "

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export GOTOOLCHAIN := local
 export GOWORK := off
 
-.PHONY: venv testbin dev test unit lint dist bench profile devstack-bench clean-testbin
+.PHONY: venv testbin dev test unit lint dist bench bench-scale profile devstack-bench clean-testbin
 
 # The product and, beside it, the local stack it is developed and tested on (tools/devstack, a
 # distribution of its own that the product never imports).
@@ -50,6 +50,12 @@ dist: venv
 bench: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench $(BENCH_ARGS)
+
+# new replicas, memory and whole passes into clusters of 1,000 and 5,000 jobs, ours and Go
+# (bench/scale.py; SCALE_ARGS="--sizes 1000" for one size)
+bench-scale: venv
+	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	$(PY) -m bench.scale $(SCALE_ARGS)
 
 # where the functions' Python time goes under the burst (py-spy), on the emulated and the real
 # Knative data plane, what their deliveries wait for (wall clock), and the API server's and the

@@ -65,6 +65,8 @@ class GoOperator:
     burst: int
     threads: int
     component: Component | None = None
+    # more flags, e.g. --enable-scheme=pytorchjob (all kinds by default)
+    extra_args: tuple[str, ...] = ()
     _lock: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -100,6 +102,7 @@ class GoOperator:
             f"--metrics-bind-address=127.0.0.1:{free_port()}",
             f"--health-probe-bind-address=127.0.0.1:{free_port()}",
             f"--webhook-server-port={free_port()}",
+            *self.extra_args,
         ], self.cluster.logs / "training-operator.log", env=env)
         self.component.start()
         while True:

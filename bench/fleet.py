@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -58,8 +58,11 @@ def _running(kube: KubeClient, namespace: str) -> int:
 
 
 def converged_fleet(kube: KubeClient, count: int, namespace: str = NAMESPACE,
-                    timeout: float = 600) -> list[ObjectKey]:
-    """Create ``count`` jobs in ``namespace`` and bring them to steady state."""
+                    timeout: float = 600,
+                    job: Callable[[str, str], dict[str, Any]] = master_only_job,
+                    pods_per_job: int = 1) -> list[ObjectKey]:
+    """Create ``count`` jobs (``job(name, namespace)``, each of ``pods_per_job`` pods) in
+    ``namespace`` and bring them to steady state."""
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
                 res=resources.NAMESPACES)
     controller = next(c for c in CONTROLLERS if c.parent.kind == "PyTorchJob")
@@ -72,11 +75,11 @@ def converged_fleet(kube: KubeClient, count: int, namespace: str = NAMESPACE,
         controller.handlers["status"](Context(kube, recorder, "status"), key)
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        list(pool.map(lambda k: kube.create(master_only_job(k.name, namespace),
+        list(pool.map(lambda k: kube.create(job(k.name, namespace),
                                             res=resources.PYTORCHJOBS), keys))
         list(pool.map(handle, keys))
         deadline = time.monotonic() + timeout
-        while _running(kube, namespace) < count:
+        while _running(kube, namespace) < count * pods_per_job:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the fleet's pods are not Running after {timeout}s")
             time.sleep(1)

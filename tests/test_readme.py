@@ -465,3 +465,55 @@ def test_chain_of_the_real_data_plane_is_the_committed_result() -> None:
 
     assert (f"every job is Running {lag('ours-knative')} after T (the tuned Go operator: "
             f"{lag('go-tuned')})") in text
+
+
+SCALE = json.loads((REPO / "bench" / "results" / "scale.json").read_text())
+
+
+def test_scale_figures_are_the_committed_scale_result() -> None:
+    """docs/performance.md, "As the cluster grows": every figure is bench/results/scale.json's."""
+    sizes = {size["jobs"]: size for size in SCALE["sizes"]}
+    rows = []
+    for jobs, label in ((1000, "1,000"), (5000, "5,000")):
+        size = sizes[jobs]
+        ours = [size[f] for f in ("reconcile", "status", "gc")]
+        go = size["go-tuned"]
+        rows.append(
+            f"| {label} | {' / '.join(str(f['first_pass_s']) for f in ours)} s; "
+            f"{go['first_pass_s']} s | {' / '.join(str(f['wake_s']) for f in ours)} s | "
+            f"{size['ours_rss_mib']} MiB; {go['rss_mib']} MiB |")
+    small, large = sizes[1000], sizes[5000]
+    ours_slope = round((large["ours_rss_mib"] - small["ours_rss_mib"]) / 4, 1)
+    go_slope = round((large["go-tuned"]["rss_mib"] - small["go-tuned"]["rss_mib"]) / 4, 1)
+
+    stated_texts = [
+        *rows,
+        f"its workers {large['go-tuned']['synced_s']} s after spawn",
+        f"reaches the new one after {large['go-tuned']['first_pass_s']} s",
+        f"Memory grows {ours_slope} MiB per 1,000 jobs for ours, {go_slope} MiB for Go",
+        f"{large['reconcile']['list_mib']} MiB for reconcile against "
+        f"{large['go-tuned']['list_mib']} MiB",
+        f"takes reconcile {large['reconcile']['resync_s']} s and "
+        f"{large['reconcile']['resync_requests']:,} requests",
+        f"takes {large['reconcile']['rewake_s']} s once they are full",
+        f"({large['go-tuned']['rss_mib']} MiB at 5,000 jobs)",
+    ]
+    for size in sizes.values():
+        assert [size[f]["resync_writes"] for f in ("reconcile", "status", "gc")] == [0, 0, 0]
+    for text in stated_texts:
+        assert " ".join(text.split()) in PERFORMANCE, text
+
+
+def test_cache_heap_figures_are_the_committed_profile() -> None:
+    """docs/performance.md: what the caches' objects take, from bench/results/cache_memory.json."""
+    profile = json.loads((REPO / "bench" / "results" / "cache_memory.json").read_text())
+    pods = profile["status"]["kinds"]["pods"]
+    stated_texts = [
+        f"at {profile['jobs']:,} jobs they take "
+        + " / ".join(str(profile[f]["heap_mib"]) for f in ("reconcile", "status", "gc"))
+        + " MiB of Python heap",
+        f"the {pods['objects']:,} pods {pods['heap_mib']} MiB of it, "
+        f"{round(pods['heap_mib'] / pods['json_mib'], 1)} times their {pods['json_mib']} MiB",
+    ]
+    for text in stated_texts:
+        assert text in PERFORMANCE, text

@@ -262,11 +262,15 @@ class FunctionRuntime:
                     cache_made(self.function, self._cache, kube)
             return self._reader
 
+    def cache(self) -> ObjectCache | None:
+        """This process's watch cache, once made (``None`` with caching off)."""
+        with self._guard:
+            return self._cache
+
     def synced(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every watch cache of this process to fill."""
         self.reader()
-        with self._guard:
-            cache = self._cache
+        cache = self.cache()
         if cache is None:
             return True
         return cache.wait_synced([spec.resource for spec in self.cache_specs], timeout)

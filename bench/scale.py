@@ -50,6 +50,7 @@ from bench.burst_go import SETTINGS, GoOperator
 from bench.burst_proc import peak_rss_mib
 from bench.burst_workload import JOB_LABEL
 from bench.burst_workload import job as burst_job
+from bench.coldburst import _ready
 from bench.fleet import converged_fleet
 from bench.jobs import REPO
 from devstack.cluster import kwok
@@ -108,14 +109,6 @@ def _post(url: str, headers: dict[str, str], body: bytes, timeout: float = 600) 
         return int(exc.code)
     except OSError:
         return 0
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "health/readiness", timeout=2) as response:  # noqa: S310
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 def _ping(function: str) -> tuple[dict[str, str], bytes]:

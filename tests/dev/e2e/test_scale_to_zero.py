@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from bench.coldburst import _ready
 from devstack.cluster import kwok
 from devstack.stack import DevStack
 from functions.core import wakes
@@ -115,14 +116,6 @@ def _settled(stack: DevStack, quiet: float = 5.0, timeout: float = 120.0) -> Non
         now = _received(stack)
         if now != last:
             last, since = now, time.monotonic()
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "health/readiness", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 @pytest.fixture

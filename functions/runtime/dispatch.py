@@ -390,6 +390,7 @@ class Dispatcher:
         which makes the next wake), reading the watch caches once they have filled; then the
         wakes that have fired are deleted. A pass that fails leaves them: the Broker retries
         the delivery."""
+        log.info("%s wake: passing over every parent", self.function)
         if self.synced is not None and not self.synced(WAKE_SYNC_SECONDS):
             log.info("%s wake: the watch caches have not filled in %.0f s; passes over the "
                      "kinds still filling read the API server", self.function,

@@ -83,15 +83,23 @@ def test_a_job_created_while_the_api_server_restarts_converges_without_the_resyn
     print(f"job created in the adapter's gap Succeeded {time.monotonic() - started:.1f}s later")
     [now] = kube.list(resources.PODS, NAMESPACE, label_selector=OBJECTS_ADAPTER_PODS)
     assert now["metadata"]["uid"] == adapter["metadata"]["uid"], "the adapter was not replaced"
+    since = {}
     for function, path in logs.items():
         with path.open("rb") as log:
             log.seek(sizes[function])
-            since = log.read().decode(errors="replace")
-        # Both functions' informers hand the gap's changes over. Reconcile's pass over the job
-        # is the only way it got pods; status may have covered the job on its pods' events
-        # before its own hand-over came round (each waits as long as events lately came late),
-        # and then it has no pass left to run.
-        assert "changed around a watch reset" in since, function
-        if function == "reconcile":
-            assert "changes no event has brought" in since, function
-        assert " resync: " not in since, function  # no adapter-restart resync ran it
+            since[function] = log.read().decode(errors="replace")
+    everything = "\n".join(f"--- {f}:\n{text}" for f, text in since.items())
+    for text in since.values():
+        # Both functions' informers hand the gap's changes over; neither a resync (an adapter
+        # restart's) nor a wake passed over the job.
+        assert "changed around a watch reset" in text, everything
+        assert " resync: " not in text and " wake: " not in text, everything
+    # The job's create never reached the functions as an event: the first event about it is
+    # the update of a function's own write, after a hand-over's pass.
+    kinds = [e.get("type", "") for e in events_of(knative.events()[recorded:], "PyTorchJob",
+                                                   name, "default")]
+    assert kinds and not kinds[0].endswith(".add"), kinds
+    # Reconcile got the job's pods from its own hand-over's pass, or from the event of
+    # status's write in its hand-over's pass (the Created condition), whichever came first.
+    assert "changes no event has brought" in since["reconcile"] or (
+        "changes no event has brought" in since["status"]), everything

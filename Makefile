@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 export GOTOOLCHAIN := local
 export GOWORK := off
 
-.PHONY: venv testbin dev test unit lint dist bench bench-scale profile devstack-bench clean-testbin
+.PHONY: venv testbin dev test unit lint dist bench bench-scale bench-steady profile devstack-bench clean-testbin
 
 # The product and, beside it, the local stack it is developed and tested on (tools/devstack, a
 # distribution of its own that the product never imports).
@@ -56,6 +56,12 @@ bench: venv
 bench-scale: venv
 	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
 	$(PY) -m bench.scale $(SCALE_ARGS)
+
+# jobs created at a steady rate (2 and 8 per second, 5 minutes each), ours on the emulated and
+# the real Knative data plane beside the Go operator (bench/steady.py; STEADY_ARGS="--rates 2")
+bench-steady: venv
+	@dir=$$(TESTBIN_EXTRA=training-operator bash hack/ensure-testbin.sh) && export TESTBIN_DIR=$$dir && \
+	$(PY) -m bench.steady $(STEADY_ARGS)
 
 # where the functions' Python time goes under the burst (py-spy), on the emulated and the real
 # Knative data plane, what their deliveries wait for (wall clock), and the API server's and the

@@ -3,8 +3,8 @@
 An event is only a hint that a key may need work. A parent's event names its own key; a
 child's event (a Pod, a Service, a Deployment) names its parent's key through the controller's
 :class:`~functions.runtime.registry.ChildMapping` (in Reference mode the child is read first,
-since the event carries no object). A resync tick lists every parent of the function's kinds
-and runs each with bounded concurrency.
+since the event carries no object). A resync tick or a wake passes over every parent of the
+function's kinds (:mod:`functions.runtime.resyncs`).
 
 Runs of one route (a controller's handler for one key) are serialised and coalesced within the
 process: a delivery that arrives while a pass for its route is running waits for the next pass,
@@ -28,24 +28,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from functions.core.errors import PermanentError, TemporaryError
-from functions.core.event_sources import (
-    SETTLE_SECONDS,
-    SOURCE_NAME_LABEL,
-    after_adapter_event,
-    is_adapter_pod,
-    source_name,
-)
+from functions.core.event_sources import SETTLE_SECONDS, is_adapter_pod
 from functions.core.events import ApiEvent
 from functions.core.keys import ObjectKey
 from functions.core.wakes import ALL, EXTENSION
-from functions.kube import resources
 from functions.kube.client import ApiError
 from functions.kube.gaps import reference
 from functions.kube.store import version_of
+from functions.runtime import resyncs
 from functions.runtime.outcomes import (
     BUG_RETRY_AFTER,
     BUSY_RETRY_AFTER,
@@ -76,9 +69,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # How the API server words a write refused because the namespace is being deleted.
 TERMINATING = "because it is being terminated"
-# How long a wake's pass waits for the watch caches to fill (a replica Knative has just
-# started for it); passes over kinds still filling read the API server.
-WAKE_SYNC_SECONDS = 30.0
 
 
 class Observer(Protocol):
@@ -115,7 +105,8 @@ class Dispatcher:
         self.wakes = wakes
         # waits up to the given seconds for the watch caches to fill; whether they did
         self.synced = synced
-        self._resync_guard = threading.Lock()
+        # held by the one pass over every parent that may run at a time
+        self.whole_pass = threading.Lock()
         # (kind, operation) pairs this function's Trigger never sends it
         self.not_sent = not_sent
         self.seen = SeenVersions()
@@ -356,79 +347,16 @@ class Dispatcher:
         takes = controller.status_inputs.get(self.function)
         return takes is None or takes(ref)
 
-    # -- resync -------------------------------------------------------------------------------
+    # -- passes over every parent (functions.runtime.resyncs) ------------------------------------
 
     def after_adapter_event(self, event: ApiEvent) -> Outcome:
-        """An event about an ApiServerSource adapter's pod: once a stopped adapter's successor
-        has settled, resync what the gap may have lost (:mod:`functions.core.event_sources`)."""
-        assert event.object is not None
-        pod = event.object
-        name, namespace = source_name(pod), str(pod["metadata"].get("namespace") or "")
-        try:
-            pods = self.kube().list(resources.PODS, namespace,
-                                    label_selector=f"{SOURCE_NAME_LABEL}={name}")
-        except TemporaryError as exc:
-            return Outcome("retry", str(exc), exc.retry_after, 0, "temporary")
-        decision = after_adapter_event(event.operation, pod, pods, datetime.now(UTC),
-                                       settle=self.source_settle)
-        if decision.action == "ignore":
-            return Outcome("ignored", decision.reason)
-        if decision.action == "wait":
-            return Outcome("retry", decision.reason, decision.wait_seconds, 0, "source-restart")
-        log.info("%s resync: %s", self.function, decision.reason)
-        return self.resync()
+        return resyncs.after_adapter_event(self, event)
 
     def resync(self) -> Outcome:
-        """List every parent of this function's kinds (all namespaces) and run each, reading
-        fresh state: the safety net must not depend on the cache."""
-        return self._pass_all("resync", fresh=True)
+        return resyncs.pass_all(self, "resync", fresh=True)
 
     def wake(self) -> Outcome:
-        """A wake of this function (:mod:`functions.core.wakes`): a due time has come that
-        the process which asked for it may not have lived to see. Every parent is passed
-        over (each pass finds what is due from the object and asks for what is still ahead,
-        which makes the next wake), reading the watch caches once they have filled; then the
-        wakes that have fired are deleted. A pass that fails leaves them: the Broker retries
-        the delivery."""
-        log.info("%s wake: passing over every parent", self.function)
-        if self.synced is not None and not self.synced(WAKE_SYNC_SECONDS):
-            log.info("%s wake: the watch caches have not filled in %.0f s; passes over the "
-                     "kinds still filling read the API server", self.function,
-                     WAKE_SYNC_SECONDS)
-        outcome = self._pass_all("wake", fresh=False)
-        if not outcome.retriable and self.wakes is not None:
-            self.wakes.fired()
-        return outcome
-
-    def _pass_all(self, name: str, *, fresh: bool) -> Outcome:
-        if not self._resync_guard.acquire(blocking=False):
-            return Outcome("busy", "a resync or wake is already running", BUSY_RETRY_AFTER)
-        try:
-            outcomes: list[Outcome] = []
-            routes: list[Route] = []
-            for controller in self.controllers:
-                try:
-                    items = self.kube().list(controller.parent)
-                except TemporaryError as exc:
-                    outcomes.append(Outcome("retry", str(exc), exc.retry_after, 0, "temporary"))
-                    continue
-                except ApiError as exc:
-                    if exc.not_found:
-                        log.info("%s is not served; nothing to %s", controller.parent.kind,
-                                 name)
-                        continue
-                    log.error("cannot list %s: %s", controller.parent.kind, exc)
-                    outcomes.append(Outcome("retry", str(exc), BUG_RETRY_AFTER, 0, "bug"))
-                    continue
-                routes.extend(Route(controller, ObjectKey.of(item)) for item in items)
-            if routes:
-                run = self.run_fresh if fresh else self.run
-                with ThreadPoolExecutor(max_workers=self.resync_workers,
-                                        thread_name_prefix=f"{name}-{self.function}") as pool:
-                    outcomes.extend(pool.map(run, routes))
-            return combine(outcomes) if outcomes else Outcome("ok")
-        finally:
-            self._resync_guard.release()
+        return resyncs.wake(self)
 
 
 def _key_of(res: Resource, obj: Obj) -> ObjectKey:

@@ -220,9 +220,6 @@ class Dispatcher:
 
         return self.runs.run(route_id(route), attempt, self.lock_timeout, fresh=fresh)
 
-    def run_fresh(self, route: Route) -> Outcome:
-        return self.run(route, fresh=True)
-
     def _attempt_twice(self, route: Route, fresh: bool) -> Outcome:
         """A conflict is retried at once, reading fresh state: the second attempt sees what
         won."""
@@ -353,7 +350,7 @@ class Dispatcher:
         return resyncs.after_adapter_event(self, event)
 
     def resync(self) -> Outcome:
-        return resyncs.pass_all(self, "resync", fresh=True)
+        return resyncs.resync(self)
 
     def wake(self) -> Outcome:
         return resyncs.wake(self)

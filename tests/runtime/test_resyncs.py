@@ -1,9 +1,11 @@
-"""Passes over every parent: a resync reads the API server and a wake the function's reader;
+"""Passes over every parent: a resync and a wake read the function's caches once filled;
 a kind not served is nothing to pass over; a list that fails asks for a retry; only one such
 pass runs at a time; a wake whose pass fails keeps its PingSource for the Broker's retry."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -15,7 +17,7 @@ from functions.kube.client import KubeClient
 from functions.kube.transport import Request, Response
 from functions.runtime import resyncs
 from functions.runtime.dispatch import Dispatcher
-from functions.runtime.outcomes import BUSY_RETRY_AFTER
+from functions.runtime.outcomes import BUSY_RETRY_AFTER, Outcome
 from functions.runtime.registry import Context, Obj, Result
 from functions.runtime.wakes import Wakes
 from tests.runtime.controllers import Calls, recording_controller
@@ -78,15 +80,36 @@ def test_a_resync_passes_over_what_the_list_gives(status: int, kind: str, passes
     assert len(calls.keys("status")) == passes
 
 
-@pytest.mark.parametrize(("fresh", "reads_api"), [
-    pytest.param(True, True, id="resync-reads-the-api-server"),
-    pytest.param(False, False, id="wake-reads-the-caches"),
+@pytest.mark.parametrize("run", [
+    pytest.param(Dispatcher.resync, id="resync"),
+    pytest.param(Dispatcher.wake, id="wake"),
 ])
-def test_which_reader_a_pass_over_every_parent_gets(fresh: bool, reads_api: bool) -> None:
+def test_a_pass_over_every_parent_reads_the_caches(run: Callable[[Dispatcher], Outcome]) -> None:
     readers: list[object] = []
-    dispatcher, kube = made(Api(jobs=["a"]), Calls(), readers)
-    assert resyncs.pass_all(dispatcher, "test", fresh=fresh).kind == "ok"
-    assert [reader is kube for reader in readers] == [reads_api]
+    dispatcher, kube = made(Api(jobs=["a", "b"]), Calls(), readers)
+    assert run(dispatcher).kind == "ok"
+    assert len(readers) == 2 and not any(reader is kube for reader in readers)
+
+
+@pytest.mark.parametrize(("filled", "logged"), [
+    pytest.param(True, False, id="filled"),
+    pytest.param(False, True, id="still-filling"),
+])
+def test_a_pass_over_every_parent_waits_for_the_caches_to_fill(
+        filled: bool, logged: bool, caplog: pytest.LogCaptureFixture) -> None:
+    waited: list[float] = []
+
+    def synced(timeout: float) -> bool:
+        waited.append(timeout)
+        return filled
+
+    calls = Calls()
+    dispatcher, _ = made(Api(jobs=["a"]), calls)
+    dispatcher.synced = synced
+    with caplog.at_level(logging.INFO, logger="functions.runtime.resyncs"):
+        assert dispatcher.resync().kind == "ok"
+    assert waited == [resyncs.CACHE_SYNC_SECONDS] and len(calls.keys("status")) == 1
+    assert ("have not filled" in caplog.text) is logged
 
 
 def test_one_pass_over_every_parent_at_a_time() -> None:

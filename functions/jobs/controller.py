@@ -48,6 +48,7 @@ from functions.jobs.core.guards import newly_timed_out
 from functions.jobs.core.model import Obj
 from functions.jobs.core.plan import gc_may_act, gc_plan, reconcile_plan, status_of
 from functions.jobs.core.planning import RESTARTS_ANNOTATION, Observed, Plan
+from functions.jobs.core.pods import as_cached
 from functions.jobs.core.status import regresses
 from functions.jobs.pod_events import report_stuck_pods
 from functions.jobs.reads import (
@@ -309,8 +310,9 @@ def _bind(fn: Callable[[Framework, Context, ObjectKey], Result | None],
 
 
 # The watch caches of the job functions: the jobs of each kind, and the Pods and Services that
-# carry the job-name label (the same selector as the ApiServerSource), indexed by that label.
-JOB_CHILDREN = (CacheSpec(resources.PODS, LABEL_JOB_NAME, LABEL_JOB_NAME),
+# carry the job-name label (the same selector as the ApiServerSource), indexed by that label;
+# of a pod, what the handlers read (pods.as_cached: most of a pod is its spec, not read).
+JOB_CHILDREN = (CacheSpec(resources.PODS, LABEL_JOB_NAME, LABEL_JOB_NAME, keep=as_cached),
                 CacheSpec(resources.SERVICES, LABEL_JOB_NAME, LABEL_JOB_NAME))
 
 

@@ -60,12 +60,15 @@ class CacheSpec:
     :param status_changes: tell a change of an object's ``status`` alone from the others
         (:meth:`Informer.status_alone`; set for the controllers' parent kinds, whose status
         is mostly the functions' own output).
+    :param keep: what of each object the cache holds, when its readers read a part only
+        (:class:`~functions.kube.store.Store`); specs of one resource must agree on it.
     """
 
     resource: Resource
     selector: str | None = None
     index_label: str | None = None
     status_changes: bool = False
+    keep: Callable[[Obj], Obj] | None = None
 
 
 class Informer:
@@ -95,7 +98,8 @@ class Informer:
         self.kube = kube
         self.spec = spec
         self.name = spec.resource.plural
-        self.store = Store(spec.resource.api_version, spec.resource.kind, spec.index_label)
+        self.store = Store(spec.resource.api_version, spec.resource.kind, spec.index_label,
+                           spec.keep)
         self.journal = Journal()
         self.on_reset = on_reset
         self.synced = threading.Event()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Obj = dict[str, Any]
@@ -62,13 +62,17 @@ class Store:
     object the store does not hold is taken from outside the watch only when it is newer than
     that, since anything older has either been delivered by the watch already or been deleted.
     Deletions learnt outside the watch leave a tombstone until the watch passes them.
-    Objects handed out are shared: callers must not modify them.
+    Objects handed out are shared: callers must not modify them. ``keep`` is what of an
+    object the store holds (all of it but ``managedFields`` by default): the fields its
+    readers read, applied to everything it takes in.
     """
 
-    def __init__(self, api_version: str, kind: str, index_label: str | None = None) -> None:
+    def __init__(self, api_version: str, kind: str, index_label: str | None = None,
+                 keep: Callable[[Obj], Obj] | None = None) -> None:
         self.api_version = api_version
         self.kind = kind
         self.index_label = index_label
+        self.keep = keep
         self.high_water = 0
         self.last_change = float("-inf")  # monotonic time the watch last moved high_water
         self._lock = threading.Lock()
@@ -210,6 +214,8 @@ class Store:
 
     def _complete(self, obj: Obj) -> Obj:
         obj = _trim(obj, self.api_version)
+        if self.keep is not None:
+            obj = self.keep(obj)
         if "apiVersion" not in obj or "kind" not in obj:
             obj = {"apiVersion": self.api_version, "kind": self.kind, **obj}
         return obj

@@ -190,3 +190,15 @@ def test_spec_writers_through_another_version_survive_the_trim() -> None:
     s.apply("ADDED", same)
     kept = s.get("ns", "v2")
     assert kept is not None and "managedFields" not in kept["metadata"]
+
+
+@pytest.mark.parametrize("take", [
+    pytest.param(lambda s, obj: s.replace([obj], "10"), id="list"),
+    pytest.param(lambda s, obj: s.apply("ADDED", obj), id="watch"),
+    pytest.param(lambda s, obj: s.offer(obj), id="write-answer"),
+])
+def test_the_store_keeps_what_its_keep_says_of_everything_it_takes(take: Any) -> None:
+    s = Store("v1", "Pod", LABEL, keep=lambda obj: {**obj, "spec": {}})
+    take(s, {**pod("p", 5), "spec": {"volumes": [{"name": "v"}]}})
+    found = s.get("ns", "p")
+    assert found is not None and found["spec"] == {} and s.by_label("ns", "j") == [found]

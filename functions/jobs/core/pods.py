@@ -143,3 +143,25 @@ def restart_count_of_running(job: Job, pods: Iterable[Obj]) -> int:
                    *(status.get("containerStatuses") or [])]:
             total += int(cs.get("restartCount") or 0)
     return total
+
+
+# Of a pod's spec, what the job handlers read: its containers' names and images
+# (pod_problems names an image that cannot be pulled). The rest (volumes, env, resources,
+# tolerations, ...) is what the controller wrote from the job's template, and most of a pod.
+CONTAINER_READ = ("name", "image")
+
+
+def as_cached(pod: Obj) -> Obj:
+    """What the watch caches keep of a job's pod: its metadata and status whole, and of its
+    spec the containers' :data:`CONTAINER_READ`. A cached pod is only read: every write of a
+    pod is a create from the job's template, a delete, or a patch of its metadata."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return pod
+    kept: Obj = {}
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field)
+        if isinstance(containers, list):
+            kept[field] = [{k: c[k] for k in CONTAINER_READ if k in c}
+                           for c in containers if isinstance(c, dict)]
+    return {**pod, "spec": kept}

@@ -155,7 +155,7 @@ class Informer:
         items: list[Obj] = []
         query_version = ""
         for page in self.kube.list_pages(res, label_selector=self.spec.selector):
-            items.extend(page.get("items") or [])
+            items.extend(self.store.held(item) for item in page.get("items") or [])
             query_version = str((page.get("metadata") or {}).get("resourceVersion") or "")
         changed = self.store.replace(items, query_version)
         if self.spec.status_changes:   # what changed between the watches is not known

@@ -210,6 +210,11 @@ class Store:
                 self._gone[key] = max(version, self._gone.get(key, 0))
             return True
 
+    def held(self, obj: Obj) -> Obj:
+        """What the store would hold of ``obj``: a LIST's pages are cut down to it as they
+        come, so a fill never holds every whole object at once."""
+        return self._complete(obj)
+
     # -- internals (lock held) ------------------------------------------------------------------
 
     def _complete(self, obj: Obj) -> Obj:

@@ -14,9 +14,10 @@ For each of ours, a process is spawned as its container runs it (``python -m fun
 * ``lists`` / ``list_mib``: LIST requests and response bytes the API server served from the
   spawn to that answer (the initial lists, and the wake's own list of parents);
 * ``rss_mib``: the process tree's peak RSS by then;
-* ``resync_s`` / ``resync_requests`` / ``resync_writes``: a resync tick (every parent, read
-  fresh) on the warm process; ``rewake_s`` / ``rewake_requests`` / ``rewake_writes``: a
-  second wake (every parent, from the caches).
+* ``resync_s`` / ``resync_requests`` / ``resync_writes``: a resync tick (every parent, from
+  the caches: :mod:`functions.runtime.resyncs`) on the warm process; ``rewake_s`` /
+  ``rewake_requests`` / ``rewake_writes``: a second wake (the same pass, then its PingSources
+  looked up).
 
 For Go: spawn to its PyTorchJob workers started (caches synced), spawn to the new job's pods,
 the LISTs and bytes by then, peak RSS. Requests and writes are the API server's own counters

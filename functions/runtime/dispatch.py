@@ -54,10 +54,10 @@ from functions.runtime.passes import (
     KeyLocks,
     OwnWrites,
     PassTimes,
-    RequeueTimers,
     SeenVersions,
 )
 from functions.runtime.registry import Context, Controller, FunctionName, Obj, Reader, Result
+from functions.runtime.timers import RequeueTimers
 
 if TYPE_CHECKING:
     from functions.kube.client import KubeClient

@@ -1,8 +1,8 @@
 """How passes of one route are run: at most one at a time per route in a process, with the
 deliveries that arrive meanwhile sharing the next (:class:`Coalescer`); across the functions
-one process serves, one key at a time (:class:`KeyLocks`); "look again later" timers
-(:class:`RequeueTimers`); and which events are only the echo of a pass's own write
-(:class:`OwnWrites`)."""
+one process serves, one key at a time (:class:`KeyLocks`); and which events are only the echo
+of a pass's own write (:class:`OwnWrites`). "Look again later" timers are
+:mod:`functions.runtime.timers`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from functions.core.keys import ObjectKey
 from functions.runtime.outcomes import (
     BUG_RETRY_AFTER,
     BUSY_RETRY_AFTER,
     Outcome,
-    Route,
     RouteId,
     _lock_id,
-    route_id,
 )
 
 log = logging.getLogger(__name__)
@@ -128,51 +126,6 @@ class Coalescer:
     def __len__(self) -> int:
         with self._guard:
             return len(self._routes)
-
-
-@dataclass
-class RequeueTimers:
-    """In-memory "look again in N seconds" timers: best effort, lost on restart (the periodic
-    resync is the guarantee). One pending timer per route; the earliest request wins."""
-
-    run: Callable[[Route], Outcome]
-    limit: int = 10_000
-    _timers: dict[RouteId, tuple[float, threading.Timer]] = field(default_factory=dict)
-    _guard: threading.Lock = field(default_factory=threading.Lock)
-
-    def schedule(self, route: Route, delay: float) -> None:
-        ident = route_id(route)
-        due = time.monotonic() + delay
-        with self._guard:
-            current = self._timers.get(ident)
-            if current is not None:
-                if current[0] <= due:
-                    return
-                current[1].cancel()
-            elif len(self._timers) >= self.limit:
-                log.warning("too many requeue timers; %s relies on the next resync", route.key)
-                return
-            timer = threading.Timer(max(0.0, delay), self._fire, args=(ident, route))
-            timer.daemon = True
-            self._timers[ident] = (due, timer)
-            timer.start()
-
-    def _fire(self, ident: RouteId, route: Route) -> None:
-        with self._guard:
-            self._timers.pop(ident, None)
-        outcome = self.run(route)
-        if outcome.cause == "temporary":
-            self.schedule(route, outcome.retry_after)
-
-    def pending(self) -> int:
-        with self._guard:
-            return len(self._timers)
-
-    def cancel_all(self) -> None:
-        with self._guard:
-            for _, timer in self._timers.values():
-                timer.cancel()
-            self._timers.clear()
 
 
 class OwnWrites:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench import burst_functions, report_burst
+from bench import burst_functions, report_burst, report_steady
 from tests.deploy.support import FUNCTIONS
 from tests.support import REPO
 
@@ -517,3 +517,28 @@ def test_cache_heap_figures_are_the_committed_profile() -> None:
     ]
     for text in stated_texts:
         assert text in PERFORMANCE, text
+
+
+STEADY = json.loads((REPO / "bench" / "results" / "steady.json").read_text())
+
+
+def steady_row(run: dict[str, Any]) -> str:
+    """A run of bench/results/steady.json as docs/performance.md's table shows it."""
+    def cells(figures: dict[str, float | None]) -> str:
+        return " / ".join("never" if figures[p] is None else f"{figures[p]:g}"
+                          for p in ("p50", "p95", "p99"))
+
+    return (f"| {run['rate']:g}/s | {run['system']} | {cells(run['pods_s'])} | "
+            f"{cells(run['running_s'])} | {run['jobs_not_running']} of {run['jobs']} | "
+            f"{run['controller_cpu_s_per_job']:g} | {run['event_path_cpu_s_per_job']:g} |")
+
+
+def test_steady_figures_are_the_committed_steady_result() -> None:
+    """docs/performance.md, "Steady arrivals": every row is bench/results/steady.json's, and
+    the gap to the tuned Go operator's p99 is computed from it."""
+    for run in STEADY["runs"]:
+        assert steady_row(run) in PERFORMANCE, steady_row(run)
+    for rate in report_steady.rates(STEADY):
+        gap = report_steady.against(STEADY, rate, "ours", "go-tuned")
+        assert gap is not None
+        assert f"at {rate:g} per second, {gap:+g} s" in PERFORMANCE

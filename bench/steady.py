@@ -15,7 +15,10 @@ condition did. Reported per system and rate:
   percentile it falls in is ``null``), with ``jobs_without_pods`` / ``jobs_not_running``;
 * ``late_creates``: creates sent more than a second after their time (the driver's own lag);
 * ``controller_cpu_s`` and ``event_path_cpu_s`` over the run, and per job; the controller's
-  peak RSS; the API server's and etcd's CPU.
+  peak RSS; the API server's and etcd's CPU;
+* for ours, what each function did (``function_figures``: deliveries answered, handler
+  seconds, from their metrics) and what the event path did with the events (deliveries,
+  retries, dead letters).
 
 ``python -m bench.steady [--rates 2 8] [--seconds 300] [--systems ...] [--out DIR]`` writes
 ``steady.json``, ``steady.md`` and ``steady.png`` (:mod:`bench.report_steady`).
@@ -36,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import burst_proc, report_steady
+from bench import burst_functions, burst_proc, report_steady
 from bench.burst import CREATE_THREADS, DRIVER_USER, OBSERVER_USER, _client, _prepare, _snapshot
 from bench.burst_systems import Started, start
 from bench.burst_workload import NAMESPACE, job
@@ -150,6 +153,7 @@ def _measure(started: Started, system: str, rate: float, seconds: float, run_for
     late: list[float] = []
     errors: list[str] = []
     before = _snapshot(started)
+    functions_before = started.function_figures() if started.function_figures else {}
     observer.expect(jobs)
     began = time.monotonic()
     _pace(driver, jobs, rate, run_for, began, stored, late, errors)
@@ -168,6 +172,11 @@ def _measure(started: Started, system: str, rate: float, seconds: float, run_for
         "controller_peak_rss_mib": round(burst_proc.peak_rss_mib(started.controller_pids), 1),
         "samples": {"pods_s": _rounded(pods), "running_s": _rounded(running)},
     }
+    if started.function_figures is not None:
+        result["function_figures"] = burst_functions.since(started.function_figures(),
+                                                           functions_before)
+    if started.delivery_counts is not None:
+        result.update(started.delivery_counts())
     for name, value in end.items():
         spent = value - before[name]
         result[name] = round(spent, 2)

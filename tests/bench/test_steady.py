@@ -94,5 +94,6 @@ def test_the_benchmark_runs_for_ours_at_a_smoke_size(bin_dir: Path, tmp_path: Pa
     assert run["jobs_without_pods"] == run["jobs_not_running"] == 0, run
     assert 0 < run["pods_s"]["p50"] <= run["pods_s"]["p99"] <= run["running_s"]["p99"]
     assert run["controller_cpu_s"] > 0
+    assert run["function_figures"]["deliveries.status"] > 0 and run["dead_letters"] == 0
     assert (tmp_path / "steady.png").read_bytes()[:4] == b"\x89PNG"
     print((tmp_path / "steady.md").read_text())

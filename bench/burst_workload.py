@@ -166,16 +166,10 @@ def _watch(transport: HttpTransport, res: Resource, namespace: str,
             time.sleep(0.2)
 
 
-def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: float,
-            inbox: IO[str], outbox: IO[str]) -> None:
-    """The observer process: report ``ready``, read the start time, then report ``created``,
-    ``pods_running`` and ``running`` (monotonic times) as they happen and ``done`` with the
-    counts at the end; one JSON line ``[kind, value]`` each."""
-
-    def send(kind: str, value: Any) -> None:
-        outbox.write(json.dumps([kind, value]) + "\n")
-        outbox.flush()
-
+def start_watches(kubeconfig: str, namespace: str
+                  ) -> queue.Queue[tuple[str, str, dict[str, Any]]]:
+    """The :data:`WATCHED` watches of ``namespace`` on threads of their own, once each has
+    listed: every change they see goes to the queue as ``(plural, type, object)``."""
     transport = HttpTransport(from_kubeconfig(kubeconfig), pool_size=len(WATCHED))
     events: queue.Queue[tuple[str, str, dict[str, Any]]] = queue.Queue()
     readies = []
@@ -186,6 +180,20 @@ def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: 
                          name=f"watch-{res.plural}", daemon=True).start()
     for ready in readies:
         ready.wait(60)
+    return events
+
+
+def observe(kubeconfig: str, namespace: str, jobs: int, by_pods: bool, timeout: float,
+            inbox: IO[str], outbox: IO[str]) -> None:
+    """The observer process: report ``ready``, read the start time, then report ``created``,
+    ``pods_running`` and ``running`` (monotonic times) as they happen and ``done`` with the
+    counts at the end; one JSON line ``[kind, value]`` each."""
+
+    def send(kind: str, value: Any) -> None:
+        outbox.write(json.dumps([kind, value]) + "\n")
+        outbox.flush()
+
+    events = start_watches(kubeconfig, namespace)
     send("ready", time.monotonic())
     started = float(inbox.readline())
     deadline = started + timeout

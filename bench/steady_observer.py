@@ -16,15 +16,12 @@ import json
 import queue
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from bench.burst_workload import JOB_LABEL, PER_JOB, REPO, WATCHED, _condition, _watch
-from functions.kube.config import from_kubeconfig
-from functions.kube.transport import HttpTransport
+from bench.burst_workload import JOB_LABEL, PER_JOB, REPO, _condition, start_watches
 
 
 @dataclass
@@ -65,16 +62,7 @@ def observe(kubeconfig: str, namespace: str, timeout: float, inbox: IO[str],
         outbox.write(json.dumps([kind, value]) + "\n")
         outbox.flush()
 
-    transport = HttpTransport(from_kubeconfig(kubeconfig), pool_size=len(WATCHED))
-    events: queue.Queue[tuple[str, str, dict[str, Any]]] = queue.Queue()
-    readies = []
-    for res in WATCHED:
-        ready = threading.Event()
-        readies.append(ready)
-        threading.Thread(target=_watch, args=(transport, res, namespace, events, ready),
-                         name=f"watch-{res.plural}", daemon=True).start()
-    for ready in readies:
-        ready.wait(60)
+    events = start_watches(kubeconfig, namespace)
     send("ready", time.monotonic())
     expected = int(inbox.readline())
     deadline = time.monotonic() + timeout
